@@ -1,0 +1,31 @@
+import os
+import sys
+import tempfile
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+# Keep ipyparallel's profiles, cluster files and logs out of the user's ~/.ipython.
+_IPYTHONDIR = tempfile.mkdtemp(prefix="tfmw-test-ipython-")
+os.environ.setdefault("IPYTHONDIR", _IPYTHONDIR)
+
+
+@pytest.fixture(scope="session")
+def ipython_dir():
+    return os.environ["IPYTHONDIR"]
+
+
+@pytest.fixture(scope="session")
+def tf_kernel():
+    """One real kernel with a real 2-worker cluster, shared by the tests that allow it."""
+    from kernel_session import KernelSession
+
+    session = KernelSession()
+    try:
+        session.ok("%load_ext tfmw_notebook", timeout=60)
+        session.ok("%tfdist start -n 2", timeout=180)
+        yield session
+        session.execute("%tfdist stop", timeout=60)
+    finally:
+        session.shutdown()

@@ -1,0 +1,82 @@
+"""The seed tutorials' code through the real magics, on a real 2-worker cluster."""
+
+import json
+
+import pytest
+
+from seed_code import CUSTOM_LOOP, MAIN, MNIST_SETUP
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def per_worker(kernel, name):
+    """`name` from each rank, read through the Python API inside the kernel."""
+    out = kernel.ok(
+        "import json as _json\n"
+        "from tfmw_notebook.magics import active_cluster as _active\n"
+        f"print(_json.dumps([_active().pull([{name!r}], rank=r)[{name!r}] "
+        "for r in range(_active().size)]))"
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_trivial_cell_and_last_value(tf_kernel):
+    out = tf_kernel.ok("%%tfdist\nx = 20\nx + tfdist.world_size")
+    assert out.results and out.results[-1]["text/plain"] == "22"
+    assert per_worker(tf_kernel, "x") == [20, 20]
+
+
+def test_context_and_tf_config(tf_kernel):
+    tf_kernel.ok("%%tfdist\nimport os, json\ncfg = json.loads(os.environ['TF_CONFIG'])\n"
+                 "me = [tfdist.rank, tfdist.world_size, tfdist.is_chief, cfg['task']['index'],"
+                 " len(cfg['cluster']['worker']), os.environ['TF_USE_LEGACY_KERAS'],"
+                 " strategy.cluster_resolver.task_id, tf.keras.__name__.split('.')[0]]")
+    assert per_worker(tf_kernel, "me") == [
+        [0, 2, True, 0, 2, "1", 0, "tf_keras"],
+        [1, 2, False, 1, 2, "1", 1, "tf_keras"],
+    ]
+
+
+def test_cell_that_builds_its_own_strategy(tf_kernel):
+    tf_kernel.ok("%%tfdist\nimport tensorflow as tf\n"
+                 "own = tf.distribute.MultiWorkerMirroredStrategy()\n"
+                 "own_exp = tf.distribute.experimental.MultiWorkerMirroredStrategy()\n"
+                 "with own.scope():\n"
+                 "    v = tf.Variable(1.0)\n"
+                 "same = [own is strategy, own_exp is strategy, own.num_replicas_in_sync]")
+    assert per_worker(tf_kernel, "same") == [[True, True, 2], [True, True, 2]]
+
+
+def test_tutorial_fit_identical_losses_that_decrease(tf_kernel):
+    tf_kernel.ok("%%tfdist\n" + MNIST_SETUP)
+    out = tf_kernel.ok("%%tfdist\n" + MAIN, timeout=240)
+    assert "[worker 0]" in out.stdout and "[worker 1]" not in out.stdout  # chief's stdout only
+    losses = per_worker(tf_kernel, "losses")
+    assert len(losses[0]) == 3
+    assert losses[0] == losses[1]
+    assert losses[0][-1] < losses[0][0]
+
+
+def test_custom_loop_with_strategy_run(tf_kernel):
+    tf_kernel.ok("%%tfdist\n" + MNIST_SETUP)
+    tf_kernel.ok("%%tfdist\n" + MAIN.replace("epochs=3", "epochs=1"), timeout=240)
+    tf_kernel.ok("%%tfdist\n" + CUSTOM_LOOP, timeout=240)
+    losses = per_worker(tf_kernel, "ctl_losses")
+    assert len(losses[0]) == 3
+    assert losses[0] == losses[1]
+    assert losses[0][-1] < losses[0][0]
+
+
+def test_push_and_out_round_trip(tf_kernel):
+    tf_kernel.ok("scale = 3")
+    tf_kernel.ok("%%tfdist --push scale --out scaled\nscaled = [scale * (tfdist.rank + 1)]")
+    out = tf_kernel.ok("print(scaled)")
+    assert out.stdout.strip() == "[3]"  # the chief's value
+
+
+def test_status_lists_every_worker(tf_kernel):
+    out = tf_kernel.ok("%tfdist status")
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].split()[:2] == ["rank", "host"]
+    assert [line.split()[0] for line in lines[1:]] == ["0", "1"]
+    assert all(" yes " in line for line in lines[1:])

@@ -1,0 +1,25 @@
+"""Multi-worker TensorFlow training from Jupyter.
+
+`%load_ext tfmw_notebook` registers the `%tfdist` magics; `TFCluster` is the
+same machinery as a Python API. Importing this package does not import
+TensorFlow: only the workers do.
+"""
+
+from .cluster import RunResult, TFCluster
+from .errors import ClusterSetupError, NoClusterError, TFDistError, WorkerFailed
+
+__all__ = ["TFCluster", "RunResult", "TFDistError", "ClusterSetupError", "NoClusterError",
+           "WorkerFailed", "load_ipython_extension", "unload_ipython_extension"]
+__version__ = "0.1.0"
+
+
+def load_ipython_extension(ipython) -> None:
+    from .magics import TFDistMagics
+
+    ipython.register_magics(TFDistMagics(ipython))
+
+
+def unload_ipython_extension(ipython) -> None:
+    from .magics import stop_active_cluster
+
+    stop_active_cluster()

@@ -1,0 +1,401 @@
+"""TFCluster: the Python API under the magics.
+
+Starts or attaches an ipyparallel engine group, turns each engine into one
+TensorFlow worker (TF_CONFIG handshake, then bootstrap), runs cells on all of
+them, and brings the whole group back when one worker fails, because the
+others would stay blocked in their collectives forever.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import tfconfig
+from .engines import EngineGroup, is_this_host, pid_alive
+from .errors import ClusterSetupError, NoClusterError, TFDistError, WorkerFailed
+from .output import OutputRelay
+from .tfconfig import EngineReport
+
+COMMUNICATIONS = ("auto", "ring", "nccl")
+_POLL = 0.05
+_cell_numbers = itertools.count(1)
+
+
+@dataclass
+class RunResult:
+    """What a cell left behind: the chief's last value's display data, timings."""
+
+    display: dict | None
+    seconds: float
+    data: list[dict] = field(default_factory=list)  # per rank: what the rank published
+
+
+class RemoteValue:
+    """The chief's last expression value, shown as a normal cell result."""
+
+    def __init__(self, display: dict):
+        self._data = display["data"]
+        self._metadata = display.get("metadata") or {}
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return self._data, self._metadata
+
+    def __repr__(self) -> str:
+        return self._data.get("text/plain", "")
+
+
+class TFCluster:
+    """A group of TensorFlow workers, one per ipyparallel engine.
+
+    >>> cluster = TFCluster.start(2)
+    >>> cluster.run("model.fit(...)")
+    >>> cluster.stop()
+    """
+
+    def __init__(self, group: EngineGroup, *, communication: str = "auto",
+                 gpus_per_worker: int = 0, timeout: float = 120.0):
+        self._group = group
+        self.communication = communication
+        self.gpus_per_worker = gpus_per_worker
+        self.timeout = timeout
+        self.workers: list[EngineReport] = []  # index = rank
+        self.tf_version = ""
+        self.started_seconds = 0.0
+        self.restarts = 0
+        self._running: str | None = None
+
+    # -- construction -------------------------------------------------------
+
+    @classmethod
+    def start(cls, n: int = 2, *, timeout: float = 120.0, communication: str = "auto",
+              gpus_per_worker: int = 0, profile_dir: str | None = None) -> "TFCluster":
+        """Start `n` local engines and make each a worker."""
+        _check_settings(n, timeout, communication, gpus_per_worker)
+        began = time.perf_counter()
+        group = EngineGroup.start(n, timeout=timeout, profile_dir=profile_dir)
+        return cls._bootstrapped(group, began, communication, gpus_per_worker, timeout)
+
+    @classmethod
+    def attach(cls, *, profile: str | None = None, cluster_id: str | None = None,
+               url_file: str | None = None, n: int | None = None, timeout: float = 120.0,
+               communication: str = "auto", gpus_per_worker: int = 0) -> "TFCluster":
+        """Use the engines of an ipyparallel cluster that is already running."""
+        _check_settings(n if n is not None else 1, timeout, communication, gpus_per_worker)
+        began = time.perf_counter()
+        group = EngineGroup.attach(profile=profile, cluster_id=cluster_id,
+                                   url_file=url_file, n=n, timeout=timeout)
+        return cls._bootstrapped(group, began, communication, gpus_per_worker, timeout)
+
+    @classmethod
+    def _bootstrapped(cls, group, began, communication, gpus_per_worker, timeout):
+        cluster = cls(group, communication=communication,
+                      gpus_per_worker=gpus_per_worker, timeout=timeout)
+        try:
+            cluster._make_workers()
+        except BaseException:
+            group.stop()
+            raise
+        cluster.started_seconds = time.perf_counter() - began
+        return cluster
+
+    def _make_workers(self) -> None:
+        """The TF_CONFIG handshake, then the bootstrap, waiting on every reply."""
+        ids = self._group.ids
+        client = self._group.client
+        controller_host = _controller_host(client)
+        replies = self._call_each(ids, "tfmw_notebook.worker.handshake", "describe_engine",
+                                  [(controller_host,)] * len(ids), what="handshake")
+        reports = [EngineReport(engine_id=eid, **reply) for eid, reply in zip(ids, replies)]
+        ranked = tfconfig.order_ranks(reports)
+        tfconfig.check_endpoints(ranked)
+        self.workers = ranked
+        per_host = {r.host: sum(1 for o in ranked if o.host == r.host) for r in ranked}
+        settings = []
+        for rank, report in enumerate(ranked):
+            settings.append(({
+                "rank": rank,
+                "world_size": len(ranked),
+                "env": tfconfig.worker_environment(ranked, rank,
+                                                   gpus_per_worker=self.gpus_per_worker),
+                "communication": self.communication,
+                "threads": 0,
+                "workers_on_host": per_host[report.host],
+            },))
+        infos = self._call_each([r.engine_id for r in ranked], "tfmw_notebook.worker.bootstrap",
+                                "bootstrap", settings, what="bootstrap")
+        self.tf_version = infos[0]["tf_version"]
+
+    def _call_each(self, ids, module, function, args_per_engine, *, what) -> list:
+        """Call module.function on each engine with its own args; all replies or an error."""
+        client = self._group.client
+        futures = [client[eid].apply_async(_call_worker_function, module, function, *args)
+                   for eid, args in zip(ids, args_per_engine)]
+        deadline = time.monotonic() + self.timeout
+        results = []
+        for rank_or_index, future in enumerate(futures):
+            remaining = max(0.0, deadline - time.monotonic())
+            if not future.wait(remaining):
+                raise ClusterSetupError(
+                    f"engine {ids[rank_or_index]} did not finish the {what} within "
+                    f"{self.timeout:g} s; raise --timeout or check that engine"
+                )
+            try:
+                results.append(future.get())
+            except Exception as exc:
+                raise ClusterSetupError(
+                    f"{what} failed on engine {ids[rank_or_index]}: {_remote_summary(exc)}"
+                ) from None
+        return results
+
+    # -- running cells --------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return len(self.workers)
+
+    def run(self, source: str, *, timeout: float | None = None, all_output: bool = False,
+            want_display: bool = True, stdout=None, stderr=None,
+            on_data: Callable[[int, dict], None] | None = None) -> RunResult:
+        """Run `source` on every worker inside the shared strategy's scope.
+
+        Raises WorkerFailed (after bringing the workers back) if any worker
+        raises or dies, on timeout, or on KeyboardInterrupt.
+        """
+        self._require_workers()
+        compile(source, "<tfdist cell>", "exec")  # callers compile first; cheap guard
+        filename = f"<tfdist-cell-{next(_cell_numbers)}>"
+        client = self._group.client
+        began = time.perf_counter()
+        futures = [client[w.engine_id].apply_async(_call_worker_function,
+                                                   "tfmw_notebook.worker.cell", "run_cell",
+                                                   source, filename, want_display and rank == 0)
+                   for rank, w in enumerate(self.workers)]
+        relay = OutputRelay(self.size, all_output=all_output, stdout=stdout, stderr=stderr)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._running = source.strip().splitlines()[0][:60] if source.strip() else ""
+        try:
+            self._watch(futures, relay, deadline, timeout, on_data)
+        finally:
+            self._running = None
+        display = futures[0].get()
+        return RunResult(display=display, seconds=time.perf_counter() - began,
+                         data=[dict(f.data) for f in futures])
+
+    def _watch(self, futures, relay, deadline, timeout, on_data) -> None:
+        """Wait for every rank, and act on the first that fails, dies or overruns."""
+        try:
+            while True:
+                relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""), self.size)
+                if on_data is not None:
+                    for rank, future in enumerate(futures):
+                        on_data(rank, future.data)
+                failed = next((r for r, f in enumerate(futures) if f.done() and f.exception()),
+                              None)
+                if failed is not None:
+                    relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""),
+                               self.size)
+                    self._fail_rank(failed, futures[failed].exception())
+                dead = self._dead_ranks()
+                if dead:
+                    self._fail_dead(dead)
+                if all(f.done() for f in futures):
+                    return
+                if deadline is not None and time.monotonic() > deadline:
+                    self._fail(f"the cell ran past --timeout {timeout:g} s; every worker was "
+                               "stopped", reason="timeout")
+                futures[0].wait(_POLL)
+        except KeyboardInterrupt:
+            self._fail("interrupted: training was stopped on every worker", reason="interrupt")
+
+    def _dead_ranks(self) -> list[int]:
+        registered = self._group.registered()
+        dead = []
+        for rank, worker in enumerate(self.workers):
+            if worker.engine_id not in registered:
+                dead.append(rank)
+            elif is_this_host(worker.host) and not pid_alive(worker.pid):
+                dead.append(rank)
+        return dead
+
+    def _fail_rank(self, rank: int, exc: BaseException) -> None:
+        text = _remote_traceback(exc)
+        if _is_engine_death(exc):
+            self._fail_dead([rank])
+        summary = _remote_summary(exc)
+        sys.stderr.write(_prefixed(text, rank) if text else "")
+        sys.stderr.flush()
+        self._fail(f"worker {rank} failed: {summary}", reason="error", rank=rank, traceback=text)
+
+    def _fail_dead(self, ranks: list[int]) -> None:
+        names = ", ".join(f"{r} (pid {self.workers[r].pid} on {self.workers[r].host})"
+                          for r in ranks)
+        self._fail(f"worker {names} died", reason="died", rank=ranks[0])
+
+    def _fail(self, message: str, *, reason: str, rank: int | None = None,
+              traceback: str = "") -> None:
+        detected = time.monotonic()
+        sys.stderr.write(f"tfdist: {message}; restarting the workers...\n")
+        sys.stderr.flush()
+        try:
+            self.restart()
+        except TFDistError as exc:
+            raise WorkerFailed(f"{message}; the workers could not be restarted: {exc}",
+                               rank=rank, traceback=traceback, reason=reason,
+                               detected_at=detected) from None
+        raise WorkerFailed(
+            f"{message}. The workers were restarted in {self.last_restart_seconds:.1f} s: "
+            "their variables were reset, run the cells that define them again",
+            rank=rank, traceback=traceback, reason=reason, detected_at=detected,
+            recovered=True,
+        )
+
+    # -- moving variables -------------------------------------------------------
+
+    def push(self, namespace: dict[str, Any]) -> None:
+        """Send notebook variables to every worker."""
+        self._require_workers()
+        view = self._group.client[[w.engine_id for w in self.workers]]
+        view.push(namespace, block=False).get(timeout=self.timeout)
+
+    def missing_on_chief(self, names: list[str]) -> list[str]:
+        self._require_workers()
+        return self._call_each([self.workers[0].engine_id], "tfmw_notebook.worker.cell",
+                               "missing_names", [(list(names),)], what="lookup")[0]
+
+    def pull(self, names: list[str], rank: int = 0) -> dict[str, Any]:
+        """Copy variables from one worker (the chief by default)."""
+        self._require_workers()
+        values = self._group.client[self.workers[rank].engine_id].pull(
+            list(names), block=False).get(timeout=self.timeout)
+        return dict(zip(names, values))
+
+    # -- lifecycle -------------------------------------------------------------
+
+    last_restart_seconds = 0.0
+
+    def restart(self) -> None:
+        """Fresh engine processes, same size, bootstrapped again."""
+        began = time.perf_counter()
+        size = self.size
+        self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
+        self.workers = []
+        try:
+            self._group.restart(size, timeout=self.timeout)
+            self._make_workers()
+        except ClusterSetupError:
+            raise
+        self.restarts += 1
+        self.last_restart_seconds = time.perf_counter() - began
+
+    def stop(self) -> None:
+        """End every engine process we started (attached clusters keep theirs)."""
+        if self._group.owned:
+            self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
+        self._group.stop()
+        self.workers = []
+
+    def status(self) -> list[dict]:
+        """One row per rank: rank, host, address, pid, alive, running."""
+        if not self.workers:
+            return []
+        dead = set(self._dead_ranks())
+        return [{"rank": rank, "engine": w.engine_id, "host": w.host, "address": w.endpoint,
+                 "pid": w.pid, "alive": rank not in dead, "running": self._running}
+                for rank, w in enumerate(self.workers)]
+
+    def describe(self) -> str:
+        addresses = ", ".join(w.endpoint for w in self.workers)
+        return (f"{self.size} workers ready ({addresses}), TensorFlow {self.tf_version}, "
+                f"in {self.started_seconds:.1f} s")
+
+    def _require_workers(self) -> None:
+        if not self.workers:
+            raise NoClusterError("the cluster has no workers (stopped, or a restart failed): "
+                                 "run `%tfdist restart` or `%tfdist start`")
+
+
+def _call_worker_function(module: str, function: str, *args):
+    """Runs on an engine: import the worker module there and call it."""
+    import importlib
+
+    return getattr(importlib.import_module(module), function)(*args)
+
+
+def _check_settings(n, timeout, communication, gpus_per_worker) -> None:
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"Invalid value for argument `n`. Received: n={n!r}. "
+                         "Expected a whole number of workers >= 1")
+    if timeout <= 0:
+        raise ValueError(f"Invalid value for argument `timeout`. Received: timeout={timeout!r}. "
+                         "Expected seconds > 0")
+    if communication not in COMMUNICATIONS:
+        raise ValueError(f"Invalid value for argument `communication`. Received: "
+                         f"communication={communication!r}. Expected one of {COMMUNICATIONS}")
+    if gpus_per_worker < 0:
+        raise ValueError(f"Invalid value for argument `gpus_per_worker`. Received: "
+                         f"gpus_per_worker={gpus_per_worker!r}. Expected >= 0")
+
+
+def _controller_host(client) -> str:
+    url = getattr(client, "_config", {}).get("registration", "") or ""
+    host = url.rsplit("//", 1)[-1].rsplit(":", 1)[0]
+    return host or "127.0.0.1"
+
+
+def _is_engine_death(exc: BaseException) -> bool:
+    import ipyparallel.error as ipp_error
+
+    if isinstance(exc, ipp_error.EngineError):
+        return True
+    return getattr(exc, "ename", "") == "EngineError"
+
+
+def _remote_traceback(exc: BaseException) -> str:
+    text = getattr(exc, "traceback", None)
+    if isinstance(text, str) and text:
+        return _drop_internal_frames(text)
+    return ""
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_INTERNAL_FRAMES = ("tfmw_notebook" + os.sep + "worker" + os.sep,
+                    "tfmw_notebook" + os.sep + "cluster.py",
+                    "ipyparallel" + os.sep, "<string>")
+
+
+def _drop_internal_frames(text: str) -> str:
+    """Keep the user's frames: drop those of our runner, ipyparallel and exec.
+
+    Frames are blocks that start at a `File ...` line and end at a blank line
+    (IPython's format); the header and the final error line are kept.
+    """
+    kept, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        plain = _ANSI.sub("", line).strip()
+        if plain.startswith("File "):
+            skipping = any(marker in plain for marker in _INTERNAL_FRAMES)
+        elif not plain and skipping:
+            skipping = False
+            continue  # the blank line that closed a dropped frame
+        if not skipping:
+            kept.append(line)
+    return "".join(kept)
+
+
+def _remote_summary(exc: BaseException) -> str:
+    ename = getattr(exc, "ename", None) or type(exc).__name__
+    evalue = getattr(exc, "evalue", None)
+    if evalue is None:
+        evalue = str(exc)
+    evalue = str(evalue).strip().splitlines()[0] if str(evalue).strip() else ""
+    return f"{ename}: {evalue}" if evalue else ename
+
+
+def _prefixed(text: str, rank: int) -> str:
+    return "".join(f"[worker {rank}] {line}\n" for line in text.rstrip("\n").splitlines())

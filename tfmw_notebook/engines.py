@@ -1,0 +1,194 @@
+"""The ipyparallel side: engine processes we start or attach to, kill and restart.
+
+Knows nothing of TensorFlow. One ipyparallel Client per group for its whole
+life: closing a client in a kernel that shares its zmq context can kill the
+kernel, and new engines simply register with the client we have.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import time
+
+import ipyparallel as ipp
+
+from .errors import ClusterSetupError
+
+_POLL = 0.05
+
+
+def pid_alive(pid: int) -> bool:
+    """True while `pid` runs on this host (a zombie counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            # The state follows the parenthesised command name.
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def is_this_host(host: str) -> bool:
+    return host == socket.gethostname()
+
+
+class EngineGroup:
+    """A set of engine ids on one controller, and the means to replace them."""
+
+    def __init__(self, client: ipp.Client, cluster: ipp.Cluster | None, *, owned: bool):
+        self.client = client
+        self.cluster = cluster  # None when attached by url file only: cannot restart
+        self.owned = owned      # we started controller and engines: we stop them
+        self.ids: list[int] = []
+        self._retired: set[int] = set()
+
+    # -- start / attach -------------------------------------------------------
+
+    @classmethod
+    def start(cls, n: int, *, timeout: float, profile_dir: str | None = None) -> "EngineGroup":
+        kwargs = {"profile_dir": profile_dir} if profile_dir else {}
+        cluster = ipp.Cluster(n=n, delay=0, log_level=logging.WARNING, **kwargs)
+        try:
+            cluster.start_controller_sync()
+            cluster.start_engines_sync(n)
+            client = cluster.connect_client_sync()
+        except Exception as exc:
+            _quietly(cluster.stop_cluster_sync)
+            raise ClusterSetupError(f"could not start ipyparallel engines: {exc}") from exc
+        group = cls(client, cluster, owned=True)
+        try:
+            group.ids = group._wait_for_new_engines(n, time.monotonic() + timeout)
+        except ClusterSetupError:
+            group.stop()
+            raise
+        return group
+
+    @classmethod
+    def attach(cls, *, profile: str | None, cluster_id: str | None, url_file: str | None,
+               n: int | None, timeout: float) -> "EngineGroup":
+        cluster = None
+        if url_file:
+            if not os.path.exists(url_file):
+                raise ClusterSetupError(
+                    f"no connection file at {url_file}: pass the ipcontroller-client.json "
+                    "that `ipcontroller`/`ipcluster start` wrote"
+                )
+            client = _connect(lambda: ipp.Client(url_file, timeout=timeout), url_file)
+        else:
+            try:
+                cluster = ipp.Cluster.from_file(profile=profile or "default",
+                                                cluster_id=cluster_id or "")
+            except FileNotFoundError:
+                where = f"profile {profile or 'default'!r}" + (
+                    f", cluster id {cluster_id!r}" if cluster_id else "")
+                raise ClusterSetupError(
+                    f"no running ipyparallel cluster found ({where}): start one with "
+                    f"`ipcluster start -n 2{' --profile ' + profile if profile else ''}` "
+                    "or pass --cluster-id / --url-file"
+                ) from None
+            client = _connect(lambda: cluster.connect_client_sync(timeout=timeout),
+                              cluster.cluster_file)
+        group = cls(client, cluster, owned=False)
+        deadline = time.monotonic() + timeout
+        if n is None:
+            group.ids = sorted(client.ids)
+            if not group.ids:
+                group.ids = group._wait_for_new_engines(1, deadline)
+                group.ids = sorted(client.ids)
+        else:
+            group.ids = group._wait_for_new_engines(n, deadline)
+        return group
+
+    # -- liveness ---------------------------------------------------------------
+
+    def registered(self) -> set[int]:
+        return set(self.client.ids)
+
+    def _wait_for_new_engines(self, n: int, deadline: float) -> list[int]:
+        known = set(self.ids) | self._retired
+        while True:
+            fresh = sorted(self.registered() - known)
+            if len(fresh) >= n:
+                return fresh[:n]
+            if time.monotonic() > deadline:
+                raise ClusterSetupError(
+                    f"only {len(fresh)} of {n} engines registered in time; "
+                    "raise --timeout, or check the engines' logs "
+                    f"(ipcluster's log directory in {self.client.profile or 'the profile'})"
+                )
+            time.sleep(_POLL)
+
+    # -- kill / restart / stop --------------------------------------------------
+
+    def kill(self, pids: dict[int, tuple[str, int]]) -> None:
+        """SIGKILL the engines: a collective blocked in C++ ignores anything milder.
+
+        `pids` maps engine id -> (host, pid). Local engines are killed directly;
+        remote ones through their nanny.
+        """
+        remote = []
+        for engine_id, (host, pid) in pids.items():
+            if is_this_host(host):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            else:
+                remote.append(engine_id)
+        if remote:
+            try:
+                self.client.send_signal(signal.SIGKILL, targets=remote, block=True)
+            except Exception:
+                pass  # a dead nanny means a dead engine already
+        self._retired.update(pids)
+
+    def can_restart(self) -> bool:
+        return self.cluster is not None and bool(self.cluster.engines)
+
+    def restart(self, n: int, *, timeout: float) -> list[int]:
+        """Fresh engine processes, same count; returns their ids."""
+        if not self.can_restart():
+            raise ClusterSetupError(
+                "the engines of this attached cluster cannot be restarted from here "
+                "(attached by connection file, no launcher known): start engines again "
+                "with ipcluster/ipengine, then `%tfdist attach`"
+            )
+        self._retired.update(self.ids)
+        deadline = time.monotonic() + timeout
+        self.cluster.stop_engines_sync()
+        self.cluster.start_engines_sync(n)
+        self.ids = self._wait_for_new_engines(n, deadline)
+        return self.ids
+
+    def stop(self) -> None:
+        if self.owned and self.cluster is not None:
+            _quietly(self.cluster.stop_cluster_sync)
+        self.ids = []
+
+
+def _connect(connect, where: str) -> ipp.Client:
+    try:
+        return connect()
+    except (TimeoutError, OSError) as exc:
+        raise ClusterSetupError(
+            f"no ipyparallel controller answered for {where} ({exc}): is the cluster running? "
+            "`ipcluster start` it first"
+        ) from None
+
+
+def _quietly(action) -> None:
+    try:
+        action()
+    except Exception:
+        logging.getLogger(__name__).debug("ignored error while stopping", exc_info=True)

@@ -1,0 +1,45 @@
+"""Errors the notebook shows: one clear line, plus a worker's traceback where there is one."""
+
+from __future__ import annotations
+
+
+class TFDistError(RuntimeError):
+    """Base class: shown by IPython without the client-side traceback."""
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
+
+
+class ClusterSetupError(TFDistError):
+    """The cluster could not be started, attached or bootstrapped."""
+
+
+class NoClusterError(TFDistError):
+    """An operation needs a running cluster and there is none."""
+
+
+class WorkerFailed(TFDistError):
+    """A cell failed on the cluster; the workers were brought back.
+
+    `rank` is the first worker seen failing (None when no single worker is to
+    blame, e.g. an interrupt), `traceback` its remote traceback text.
+    """
+
+    def __init__(self, message: str, *, rank: int | None = None, traceback: str = "",
+                 reason: str = "error", detected_at: float | None = None,
+                 recovered: bool = False):
+        super().__init__(message)
+        self.rank = rank
+        self.traceback = traceback
+        self.reason = reason
+        self.detected_at = detected_at
+        self.recovered = recovered
+
+    def _render_traceback_(self) -> list[str]:
+        # The traceback was already shown the moment the failure was seen;
+        # repeat it under the summary so a saved notebook has both together.
+        lines = []
+        if self.traceback:
+            lines.extend(self.traceback.rstrip("\n").splitlines())
+        lines.append(f"{type(self).__name__}: {self}")
+        return lines

@@ -1,0 +1,274 @@
+"""The `%tfdist` / `%%tfdist` magics: a thin layer over TFCluster.
+
+Parsing only, then one call into the cluster layer. No TensorFlow here, so
+`%load_ext tfmw_notebook` stays fast. Misuse raises UsageError: IPython shows
+its one line and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import MagicArgumentParser
+from IPython.utils.process import arg_split
+
+from .cluster import COMMUNICATIONS, RemoteValue, TFCluster
+from .errors import TFDistError
+
+_active: dict[str, TFCluster] = {}
+
+
+def active_cluster() -> TFCluster | None:
+    return _active.get("cluster")
+
+
+def stop_active_cluster() -> None:
+    cluster = _active.pop("cluster", None)
+    if cluster is not None:
+        cluster.stop()
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 worker, got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {value:g}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
+class _Parser(MagicArgumentParser):
+    """Argument errors as one line that also shows the right usage."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (usage: {self.format_usage().strip()[7:]})")
+
+
+def _add_worker_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=_seconds, default=120.0, metavar="S",
+                        help="seconds to wait for engines and TensorFlow to come up (default 120)")
+    parser.add_argument("--communication", choices=COMMUNICATIONS, default="auto",
+                        help="collective implementation for MultiWorkerMirroredStrategy")
+    parser.add_argument("--gpus-per-worker", type=_non_negative, default=0, metavar="K",
+                        help="GPUs each worker sees; 0 (default) hides every GPU")
+
+
+def _line_parser() -> _Parser:
+    parser = _Parser(prog="%tfdist", description=(
+        "Multi-worker TensorFlow on ipyparallel engines. As a cell magic (%%tfdist) it runs "
+        "the cell on every worker inside the shared MultiWorkerMirroredStrategy's scope."))
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    start = commands.add_parser("start", help="start N local engines, one worker each")
+    start.add_argument("-n", "--workers", type=_count, default=2, metavar="N",
+                       help="number of workers (default 2)")
+    _add_worker_options(start)
+    attach = commands.add_parser("attach", help="use a running ipyparallel cluster")
+    attach.add_argument("--profile", help="ipyparallel profile (default: 'default')")
+    attach.add_argument("--cluster-id", help="cluster id given to `ipcluster start`")
+    attach.add_argument("--url-file", metavar="F", help="the controller's ipcontroller-client.json")
+    attach.add_argument("-n", "--workers", type=_count, default=None, metavar="N",
+                        help="wait for N engines (default: use those registered)")
+    _add_worker_options(attach)
+    commands.add_parser("status", help="one line per worker: rank, host, pid, alive")
+    commands.add_parser("restart", help="fresh engine processes, same size; variables are reset")
+    commands.add_parser("stop", help="end every process the cluster started")
+    return parser
+
+
+def _cell_parser() -> _Parser:
+    parser = _Parser(prog="%%tfdist", description=(
+        "Run the cell on every worker inside the shared strategy's scope."))
+    parser.add_argument("--timeout", type=_seconds, default=None, metavar="S",
+                        help="stop every worker (and restart them) if the cell runs longer")
+    parser.add_argument("--out", nargs="+", action="extend", default=[], metavar="NAME",
+                        help="copy NAME from the chief into the notebook afterwards")
+    parser.add_argument("--push", nargs="+", action="extend", default=[], metavar="NAME",
+                        help="send notebook variable NAME to every worker first")
+    parser.add_argument("--all-output", action="store_true",
+                        help="show every worker's stdout (default: the chief's only)")
+    return parser
+
+
+LINE_PARSER = _line_parser()
+CELL_PARSER = _cell_parser()
+
+
+@magics_class
+class TFDistMagics(Magics):
+    @line_cell_magic
+    def tfdist(self, line: str, cell: str | None = None):
+        if cell is None:
+            return self._line(line)
+        return self._cell(line, cell)
+
+    # -- %tfdist COMMAND ------------------------------------------------------
+
+    def _line(self, line: str):
+        args = LINE_PARSER.parse_args(arg_split(line))
+        if args.command is None:
+            raise UsageError("%tfdist needs a command: start, attach, status, restart or stop "
+                             "(see %tfdist?)")
+        return getattr(self, f"_{args.command}")(args)
+
+    def _start(self, args):
+        self._refuse_second_cluster()
+        cluster = self._guarded(lambda: TFCluster.start(
+            args.workers, timeout=args.timeout, communication=args.communication,
+            gpus_per_worker=args.gpus_per_worker))
+        _active["cluster"] = cluster
+        print(cluster.describe())
+
+    def _attach(self, args):
+        self._refuse_second_cluster()
+        if args.url_file and (args.profile or args.cluster_id):
+            raise UsageError("give either --url-file or --profile/--cluster-id, not both")
+        cluster = self._guarded(lambda: TFCluster.attach(
+            profile=args.profile, cluster_id=args.cluster_id, url_file=args.url_file,
+            n=args.workers, timeout=args.timeout, communication=args.communication,
+            gpus_per_worker=args.gpus_per_worker))
+        _active["cluster"] = cluster
+        print(cluster.describe())
+
+    def _status(self, args):
+        cluster = self._require_cluster()
+        rows = cluster.status()
+        if not rows:
+            print("no workers (a restart failed?): run `%tfdist restart`")
+            return
+        print(f"{'rank':>4}  {'host':<16} {'address':<22} {'pid':>7}  {'alive':<5}  running")
+        for row in rows:
+            print(f"{row['rank']:>4}  {row['host']:<16} {row['address']:<22} {row['pid']:>7}  "
+                  f"{'yes' if row['alive'] else 'NO':<5}  {row['running'] or '-'}")
+
+    def _restart(self, args):
+        cluster = self._require_cluster()
+        self._guarded(cluster.restart)
+        print(f"restarted: {cluster.size} fresh workers in {cluster.last_restart_seconds:.1f} s "
+              "(their variables were reset)")
+
+    def _stop(self, args):
+        cluster = self._require_cluster()
+        size = cluster.size
+        stop_active_cluster()
+        print(f"stopped {size} workers")
+
+    # -- %%tfdist -------------------------------------------------------------
+
+    def _cell(self, line: str, cell: str):
+        args = CELL_PARSER.parse_args(arg_split(line))
+        if not cell.strip():
+            raise UsageError("the %%tfdist cell is empty: write the code to run on every "
+                             "worker below the %%tfdist line")
+        cluster = self._require_cluster()
+        self._check_syntax(cell)
+        pushed = self._collect_push(args.push)
+        if pushed:
+            self._guarded(lambda: cluster.push(pushed))
+        result = self._guarded(lambda: cluster.run(cell, timeout=args.timeout,
+                                                   all_output=args.all_output))
+        if args.out:
+            self._copy_out(cluster, args.out)
+        if result.display is not None:
+            return RemoteValue(result.display)
+        return None
+
+    def _check_syntax(self, cell: str) -> None:
+        source = self.shell.transform_cell(cell)
+        try:
+            compile(source, "<tfdist cell>", "exec")
+        except SyntaxError as exc:
+            where = f"line {exc.lineno}" if exc.lineno else "the cell"
+            text = f": {exc.text.strip()}" if exc.text and exc.text.strip() else ""
+            raise UsageError(f"SyntaxError at {where} ({exc.msg}){text}; "
+                             "nothing was sent to the workers") from None
+
+    def _collect_push(self, names: list[str]) -> dict:
+        from ipyparallel.serialize import serialize_object
+
+        namespace = self.shell.user_ns
+        values = {}
+        for name in names:
+            if name not in namespace:
+                raise UsageError(f"--push {name}: the notebook has no variable named {name!r}; "
+                                 "define it first or check the spelling")
+            try:
+                serialize_object(namespace[name])
+            except Exception as exc:
+                raise UsageError(
+                    f"--push {name}: it cannot be sent to the workers "
+                    f"({type(exc).__name__}: {exc}); push the data it is made from instead"
+                ) from None
+            values[name] = namespace[name]
+        return values
+
+    def _copy_out(self, cluster: TFCluster, names: list[str]) -> None:
+        missing = self._guarded(lambda: cluster.missing_on_chief(names))
+        if missing:
+            raise UsageError(
+                f"--out {' '.join(missing)}: the chief has no variable named "
+                f"{missing[0]!r} after the cell ran; assign it in the cell or drop --out")
+        try:
+            values = cluster.pull(names)
+        except Exception as exc:
+            raise UsageError(
+                f"--out {' '.join(names)}: could not copy it from the chief "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                "copy plain data (numbers, arrays, weights) instead") from None
+        self.shell.user_ns.update(values)
+
+    # -- helpers --------------------------------------------------------------
+
+    def _refuse_second_cluster(self) -> None:
+        cluster = active_cluster()
+        if cluster is not None:
+            raise UsageError(f"a cluster of {cluster.size} workers is already running: "
+                             "`%tfdist stop` it first, or `%tfdist restart` for fresh workers")
+
+    def _require_cluster(self) -> TFCluster:
+        cluster = active_cluster()
+        if cluster is None:
+            raise UsageError("no cluster is running: start one with `%tfdist start -n 2` "
+                             "(or use a running one with `%tfdist attach`)")
+        return cluster
+
+    @staticmethod
+    def _guarded(action):
+        try:
+            return action()
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        except TFDistError:
+            raise
+
+
+def _help() -> str:
+    return "\n".join([
+        LINE_PARSER.format_help(),
+        CELL_PARSER.format_help(),
+    ])
+
+
+TFDistMagics.tfdist.__doc__ = _help()

@@ -1,0 +1,106 @@
+"""Pure helpers for the TF_CONFIG handshake: rank order, TF_CONFIG, devices.
+
+Nothing here talks to engines or imports TensorFlow, so it is unit-tested
+on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EngineReport:
+    """What one engine says about itself before TensorFlow is imported."""
+
+    engine_id: int
+    host: str
+    address: str
+    port: int
+    pid: int
+
+    @property
+    def endpoint(self) -> str:
+        # IPv6 literals need brackets in gRPC targets.
+        if ":" in self.address:
+            return f"[{self.address}]:{self.port}"
+        return f"{self.address}:{self.port}"
+
+
+def order_ranks(reports: list[EngineReport]) -> list[EngineReport]:
+    """Stable rank order: by host, then by engine id.
+
+    Grouping by host keeps a host's workers on neighbouring ranks (which is what
+    local device numbering expects); engine ids break ties so the order does not
+    depend on which engine answered first.
+    """
+    ids = [r.engine_id for r in reports]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"duplicate engine ids in handshake: {sorted(ids)}")
+    return sorted(reports, key=lambda r: (r.host, r.engine_id))
+
+
+def check_endpoints(ranked: list[EngineReport]) -> None:
+    """Two workers must never share an endpoint (that would deadlock TF)."""
+    seen: dict[str, int] = {}
+    for rank, report in enumerate(ranked):
+        if report.endpoint in seen:
+            raise ValueError(
+                f"workers {seen[report.endpoint]} and {rank} both reported "
+                f"{report.endpoint}; each worker needs its own address and port"
+            )
+        seen[report.endpoint] = rank
+
+
+def tf_config(ranked: list[EngineReport], rank: int) -> dict:
+    """The TF_CONFIG dict for one rank (all workers, no separate chief task)."""
+    if not 0 <= rank < len(ranked):
+        raise ValueError(f"rank {rank} out of range for {len(ranked)} workers")
+    return {
+        "cluster": {"worker": [r.endpoint for r in ranked]},
+        "task": {"type": "worker", "index": rank},
+    }
+
+
+def local_ranks(ranked: list[EngineReport]) -> list[int]:
+    """Each worker's index among the workers on its own host."""
+    counts: dict[str, int] = {}
+    result = []
+    for report in ranked:
+        result.append(counts.get(report.host, 0))
+        counts[report.host] = result[-1] + 1
+    return result
+
+
+def visible_devices(local_rank: int, gpus_per_worker: int) -> str:
+    """CUDA_VISIBLE_DEVICES for one worker.
+
+    With no GPUs asked for, every GPU is hidden ("-1"): co-located workers
+    would otherwise each grab all of them.
+    """
+    if gpus_per_worker < 0:
+        raise ValueError(f"gpus_per_worker must be >= 0, got {gpus_per_worker}")
+    if gpus_per_worker == 0:
+        return "-1"
+    first = local_rank * gpus_per_worker
+    return ",".join(str(i) for i in range(first, first + gpus_per_worker))
+
+
+def threads_per_worker(cores: int, workers_on_host: int) -> int:
+    """An even share of a host's cores (at least one) for one worker."""
+    return max(1, cores // max(1, workers_on_host))
+
+
+def worker_environment(
+    ranked: list[EngineReport], rank: int, *, gpus_per_worker: int = 0
+) -> dict[str, str]:
+    """Environment a worker needs *before* TensorFlow is imported."""
+    return {
+        "TF_CONFIG": json.dumps(tf_config(ranked, rank)),
+        # Keras 3 cannot train under MultiWorkerMirroredStrategy; tf-keras can.
+        "TF_USE_LEGACY_KERAS": "1",
+        "CUDA_VISIBLE_DEVICES": visible_devices(local_ranks(ranked)[rank], gpus_per_worker),
+        # Quiet TF's C++ INFO/WARNING chatter, which N workers would repeat N times.
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }

@@ -1,0 +1,124 @@
+"""Turn a fresh engine into a TensorFlow worker, once per engine process.
+
+Order matters: the environment first (TF reads TF_CONFIG, TF_USE_LEGACY_KERAS
+and CUDA_VISIBLE_DEVICES at import), then TensorFlow, then the one
+MultiWorkerMirroredStrategy *before any other TF op* (collective ops cannot be
+configured after the runtime has started).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import socket
+import time
+
+from . import shared_strategy
+from .context import WorkerContext
+
+_TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly")
+
+
+class WorkerSetupError(RuntimeError):
+    """A worker cannot become a TensorFlow worker; the message says how to fix it."""
+
+
+def _installed_tensorflow_version() -> str | None:
+    for name in _TF_DISTRIBUTIONS:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def check_packages() -> str:
+    """Fail with an actionable message when TensorFlow or tf-keras is missing."""
+    host = socket.gethostname()
+    if importlib.util.find_spec("tensorflow") is None:
+        raise WorkerSetupError(
+            f"TensorFlow is not installed in the engines' Python on {host}: "
+            "run `pip install tensorflow tf-keras` in that environment"
+        )
+    version = _installed_tensorflow_version() or "unknown"
+    if importlib.util.find_spec("tf_keras") is None:
+        pin = ".".join(version.split(".")[:2]) + ".*" if version != "unknown" else ""
+        raise WorkerSetupError(
+            f"tf-keras is not installed in the engines' Python on {host} "
+            f"(TensorFlow {version}); Keras 3 cannot train under MultiWorkerMirroredStrategy: "
+            f"run `pip install 'tf-keras=={pin}'` there" if pin else
+            f"tf-keras is not installed on {host}: run `pip install tf-keras`"
+        )
+    return version
+
+
+def bootstrap(settings: dict) -> dict:
+    """Configure this engine as worker `settings["rank"]` and publish its names.
+
+    `settings` holds: rank, world_size, env (str -> str), communication
+    ("auto" | "ring" | "nccl"), threads (0 = TF's default).
+    Returns facts for the status line.
+    """
+    started = time.perf_counter()
+    if shared_strategy.shared_strategy() is not None:
+        raise WorkerSetupError("this engine is already a worker; restart the engines to reconfigure")
+    os.environ.update(settings["env"])
+    check_packages()
+
+    import tensorflow as tf
+
+    threads = settings.get("threads") or 0
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+    implementation = {
+        "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+        "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+        "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+    }[settings.get("communication", "auto")]
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=implementation
+        )
+    )
+    shared_strategy.install(strategy)
+
+    tf_config = json.loads(os.environ["TF_CONFIG"])
+    context = WorkerContext(
+        rank=settings["rank"],
+        world_size=settings["world_size"],
+        host=socket.gethostname(),
+        tf_config=tf_config,
+        _publish=_event_publisher(settings["rank"]),
+    )
+    _user_namespace().update(tf=tf, strategy=strategy, tfdist=context)
+    return {
+        "tf_version": tf.__version__,
+        "keras": tf.keras.__name__.split(".")[0],
+        "replicas": strategy.num_replicas_in_sync,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def _event_publisher(rank: int):
+    """Send report() events through ipyparallel's data channel, if reporting exists."""
+    try:
+        from ipyparallel.datapub import publish_data
+
+        from .reporting import EventPublisher
+    except ImportError:
+        return None
+    publisher = EventPublisher(publish_data, rank)
+    return publisher.emit
+
+
+def _user_namespace() -> dict:
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        raise WorkerSetupError("bootstrap must run inside an ipyparallel engine")
+    return shell.user_ns

@@ -1,0 +1,54 @@
+"""Run one notebook cell's source on this worker, inside the shared strategy's scope."""
+
+from __future__ import annotations
+
+import ast
+import linecache
+
+from . import shared_strategy
+
+
+def _register_source(source: str, filename: str) -> None:
+    # Lets tracebacks quote the cell's own lines.
+    lines = source.splitlines(keepends=True)
+    linecache.cache[filename] = (len(source), None, lines, filename)
+
+
+def run_cell(source: str, filename: str, want_display: bool) -> dict | None:
+    """Execute `source` in the engine's user namespace.
+
+    Returns the last expression's display data (a mime bundle of strings, which
+    always travels back, unlike the value itself) when `want_display` is set.
+    Exceptions propagate: the client needs them to notice a failed rank.
+    """
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    code = shell.transform_cell(source)
+    _register_source(code, filename)
+    tree = ast.parse(code, filename=filename)
+    last_expr = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last_expr = ast.Expression(tree.body.pop().value)
+
+    namespace = shell.user_ns
+    strategy = shared_strategy.shared_strategy()
+    with strategy.scope():
+        exec(compile(tree, filename, "exec"), namespace)
+        value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
+
+    if value is None:
+        return None
+    namespace["_"] = value
+    if not want_display:
+        return None
+    data, metadata = shell.display_formatter.format(value)
+    return {"data": data, "metadata": metadata}
+
+
+def missing_names(names: list[str]) -> list[str]:
+    """Names not defined in this worker's namespace (for --out)."""
+    from IPython import get_ipython
+
+    namespace = get_ipython().user_ns
+    return [name for name in names if name not in namespace]

@@ -1,0 +1,48 @@
+"""First step on each engine: say where this worker can be reached.
+
+Runs before TensorFlow is imported; uses only the standard library.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+
+def reachable_address(controller_host: str) -> str:
+    """The address of this host's interface that routes to the controller.
+
+    Peers reach each other the way they reach the controller, so the interface
+    used to reach it is the one to advertise. A UDP connect sends no packet.
+    """
+    if controller_host in ("", "0.0.0.0", "*"):
+        controller_host = "127.0.0.1"
+    try:
+        family = socket.AF_INET6 if ":" in controller_host else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as probe:
+            probe.connect((controller_host, 9))
+            return probe.getsockname()[0]
+    except OSError:
+        return socket.gethostbyname(socket.gethostname())
+
+
+def free_port(address: str) -> int:
+    """A port that is free right now on this host.
+
+    TF's server binds every interface, so the probe does too; the small window
+    before TF binds it is the usual price of this handshake.
+    """
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind(("", 0))
+        return probe.getsockname()[1]
+
+
+def describe_engine(controller_host: str) -> dict:
+    address = reachable_address(controller_host)
+    return {
+        "host": socket.gethostname(),
+        "address": address,
+        "port": free_port(address),
+        "pid": os.getpid(),
+    }
