@@ -1,0 +1,168 @@
+"""Failures never hang: a raising rank, a killed engine, an interrupt, a timeout.
+
+Each fault runs the seed tutorial's fit on a real 2-worker cluster and checks
+how fast the notebook hears of it, that the old engine processes are gone, and
+that the next %%tfdist cell works.
+"""
+
+import json
+import os
+import threading
+import time
+
+import psutil
+import pytest
+
+from kernel_session import KernelSession
+from seed_code import MNIST_SETUP
+
+pytestmark = pytest.mark.timeout(420)
+
+FIT_WITH_FAULT = '''
+import os, time, signal
+class Fault(tf.keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        if tfdist.rank == {rank} and batch == {batch}:
+            with open({marker!r}, "w") as f:
+                f.write(repr(time.time()))
+            {action}
+
+model = build_and_compile_cnn_model()
+model.fit(mnist_dataset(64), epochs={epochs}, steps_per_epoch=50, verbose=0, callbacks=[Fault()])
+'''
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    session = KernelSession()
+    try:
+        session.ok("%load_ext tfmw_notebook")
+        session.ok("%tfdist start -n 2", timeout=180)
+        yield session
+        session.execute("%tfdist stop", timeout=60)
+    finally:
+        session.shutdown()
+
+
+def worker_processes(kernel):
+    """pids of the engines and of their helper children (ipyparallel's nannies)."""
+    out = kernel.ok("import json\nfrom tfmw_notebook.magics import active_cluster\n"
+                    "print(json.dumps([row['pid'] for row in active_cluster().status()]))")
+    pids = json.loads(out.stdout.strip().splitlines()[-1])
+    found = set(pids)
+    for pid in pids:
+        found.update(child.pid for child in psutil.Process(pid).children(recursive=True))
+    return pids, found
+
+
+def running(pids):
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def wait_until_gone(pids, seconds):
+    deadline = time.monotonic() + seconds
+    while running(pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return running(pids)
+
+
+def first_stream_time(out, needle):
+    for when, _name, text in out.stream_times:
+        if needle in text:
+            return when
+    return None
+
+
+def assert_cluster_works(kernel):
+    kernel.ok("%%tfdist\n" + MNIST_SETUP)
+    out = kernel.ok("%%tfdist\nr = strategy.reduce('SUM', strategy.run(lambda: tf.constant(1.0)),"
+                    " axis=None)\nfloat(r)")
+    assert out.results[-1]["text/plain"] == "2.0"
+
+
+def test_exception_on_rank_1_is_shown_fast_and_cluster_recovers(kernel, tmp_path):
+    marker = str(tmp_path / "raised")
+    kernel.ok("%%tfdist\n" + MNIST_SETUP)
+    _, old = worker_processes(kernel)
+    code = FIT_WITH_FAULT.format(rank=1, batch=20, marker=marker, epochs=2,
+                                 action="raise ValueError('injected fault at batch 20')")
+    out = kernel.execute("%%tfdist\n" + code, timeout=240)
+
+    assert out.status == "error"
+    assert out.error["ename"] == "WorkerFailed"
+    assert "worker 1 failed: ValueError: injected fault at batch 20" in out.error["evalue"]
+    assert "variables were reset" in out.error["evalue"]
+    # The worker's own traceback, with the cell's line, reached the notebook...
+    assert "injected fault" in out.stderr and "[worker 1]" in out.stderr
+    assert "on_train_batch_end" in out.stderr
+    # ...within 5 s of the raise (both clocks are this machine's).
+    raised_at = float(open(marker).read())
+    shown_at = first_stream_time(out, "[worker 1]")
+    assert shown_at is not None and shown_at - raised_at <= 5.0, shown_at - raised_at
+    assert wait_until_gone(old, 5) == []
+    assert_cluster_works(kernel)
+
+
+def test_killed_engine_is_noticed_and_cluster_recovers(kernel, tmp_path):
+    marker = str(tmp_path / "killed")
+    kernel.ok("%%tfdist\n" + MNIST_SETUP)
+    _, old = worker_processes(kernel)
+    code = FIT_WITH_FAULT.format(rank=1, batch=10, marker=marker, epochs=2,
+                                 action="os.kill(os.getpid(), signal.SIGKILL)")
+    out = kernel.execute("%%tfdist\n" + code, timeout=240)
+
+    assert out.status == "error"
+    assert out.error["ename"] == "WorkerFailed"
+    assert "worker 1" in out.error["evalue"] and "died" in out.error["evalue"]
+    killed_at = float(open(marker).read())
+    noticed_at = first_stream_time(out, "died")
+    assert noticed_at is not None and noticed_at - killed_at <= 10.0, noticed_at - killed_at
+    assert wait_until_gone(old, 5) == []
+    assert_cluster_works(kernel)
+
+
+def test_interrupt_stops_every_worker(kernel, tmp_path):
+    marker = str(tmp_path / "training")
+    kernel.ok("%%tfdist\n" + MNIST_SETUP)
+    _, old = worker_processes(kernel)
+    code = FIT_WITH_FAULT.format(rank=0, batch=5, marker=marker, epochs=50, action="pass")
+    stopped = {}
+
+    def interrupt_when_training():
+        deadline = time.monotonic() + 120
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stopped["at"] = time.monotonic()
+        kernel.interrupt()
+        stopped["left"] = wait_until_gone(old, 5)
+        stopped["took"] = time.monotonic() - stopped["at"]
+
+    watcher = threading.Thread(target=interrupt_when_training)
+    watcher.start()
+    out = kernel.execute("%%tfdist\n" + code, timeout=240)
+    watcher.join(timeout=30)
+
+    assert out.status == "error"
+    assert out.error["ename"] == "WorkerFailed"
+    assert "interrupted" in out.error["evalue"]
+    assert stopped["left"] == [] and stopped["took"] <= 5.0, stopped
+    assert_cluster_works(kernel)
+
+
+def test_timeout_stops_every_worker_and_says_so(kernel):
+    kernel.ok("%%tfdist\n" + MNIST_SETUP)
+    _, old = worker_processes(kernel)
+    out = kernel.execute("%%tfdist --timeout 3\nimport time\nwhile True:\n    time.sleep(0.1)",
+                         timeout=120)
+    assert out.status == "error"
+    assert out.error["ename"] == "WorkerFailed"
+    assert "--timeout 3" in out.error["evalue"]
+    assert wait_until_gone(old, 5) == []
+    assert_cluster_works(kernel)
