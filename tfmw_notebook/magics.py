@@ -64,7 +64,9 @@ class _Parser(MagicArgumentParser):
     """Argument errors as one line that also shows the right usage."""
 
     def error(self, message):
-        raise UsageError(f"{message} (usage: {self.format_usage().strip()[7:]})")
+        # IPython's usage starts with "::" (for its docs) and wraps over lines.
+        usage = " ".join(self.format_usage().replace("::", "", 1).split())
+        raise UsageError(f"{message} (usage: {usage})")
 
 
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +79,7 @@ def _add_worker_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _line_parser() -> _Parser:
-    parser = _Parser(prog="%tfdist", description=(
+    parser = _Parser(prog="tfdist", description=(
         "Multi-worker TensorFlow on ipyparallel engines. As a cell magic (%%tfdist) it runs "
         "the cell on every worker inside the shared MultiWorkerMirroredStrategy's scope."))
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -99,7 +101,7 @@ def _line_parser() -> _Parser:
 
 
 def _cell_parser() -> _Parser:
-    parser = _Parser(prog="%%tfdist", description=(
+    parser = _Parser(prog="%tfdist", description=(
         "Run the cell on every worker inside the shared strategy's scope."))
     parser.add_argument("--timeout", type=_seconds, default=None, metavar="S",
                         help="stop every worker (and restart them) if the cell runs longer")
@@ -265,10 +267,13 @@ class TFDistMagics(Magics):
 
 
 def _help() -> str:
-    return "\n".join([
-        LINE_PARSER.format_help(),
-        CELL_PARSER.format_help(),
-    ])
+    """Help for `%tfdist?`, made from the parsers so it cannot fall out of date."""
+    commands = next(action for action in LINE_PARSER._actions
+                    if isinstance(action, argparse._SubParsersAction))
+    parts = [LINE_PARSER.format_help()]
+    parts += [sub.format_help() for sub in commands.choices.values()]
+    parts.append(CELL_PARSER.format_help())
+    return "\n".join(parts)
 
 
 TFDistMagics.tfdist.__doc__ = _help()

@@ -1,0 +1,230 @@
+"""The dashboard widget without a kernel: a recording comm stands in for the front end."""
+
+import itertools
+
+import comm
+import ipywidgets
+import pytest
+
+from tfmw_notebook.metrics import MetricsStore
+from tfmw_notebook.widgets import Dashboard, TextReporter
+from tfmw_notebook.widgets.dashboard import format_duration, progress_text
+
+pytestmark = pytest.mark.timeout(60)
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+class RecordingComm:
+    """Takes the place of a kernel comm: keeps every message a widget sends."""
+
+    _ids = itertools.count()
+
+    def __init__(self, **open_args):
+        self.comm_id = f"recording-comm-{next(self._ids)}"
+        self.kernel = "fake"               # widgets only send when their comm has a kernel
+        self.open_args = open_args
+        self.messages = []
+
+    def send(self, data=None, metadata=None, buffers=None):
+        self.messages.append((data, buffers))
+
+    def on_msg(self, callback):
+        pass
+
+    def close(self, *args, **kwargs):
+        pass
+
+    def updates(self, name):
+        """The values of trait `name` sent to the front end, oldest first."""
+        values = []
+        for data, buffers in self.messages:
+            if data.get("method") != "update":
+                continue
+            if name in data["state"]:
+                values.append(data["state"][name])
+            elif [name] in data.get("buffer_paths", []):      # bytes go as binary buffers
+                values.append(bytes(buffers[data["buffer_paths"].index([name])]))
+        return values
+
+
+@pytest.fixture(autouse=True)
+def recording_comms(monkeypatch):
+    # ipywidgets opens a widget's comm through comm.create_comm.
+    monkeypatch.setattr(comm, "create_comm", lambda **open_args: RecordingComm(**open_args))
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def begin(rank, epochs=2, steps=20):
+    return {"kind": "train_begin", "rank": rank, "time": 0.0, "epochs": epochs, "steps": steps, "mode": "fit"}
+
+
+def batch(rank, step, epoch=0, loss=1.0, t=None):
+    return {"kind": "batch", "rank": rank, "time": t if t is not None else 0.1 * (step + 1),
+            "epoch": epoch, "step": step, "logs": {"loss": loss, "accuracy": 1 - loss}}
+
+
+def image_updates(dashboard):
+    return dashboard.image.comm.updates("value")
+
+
+def test_widget_tree_is_built_from_real_widgets():
+    dashboard = Dashboard(MetricsStore())
+    assert isinstance(dashboard.widget, ipywidgets.VBox)
+    assert isinstance(dashboard.image, ipywidgets.Image) and dashboard.image.format == "png"
+    assert dashboard.widget.children[0] is dashboard.image
+    assert isinstance(dashboard.image.comm, RecordingComm)
+
+
+def test_feeding_events_sends_a_png_of_the_curves():
+    dashboard = Dashboard(MetricsStore(), clock=FakeClock())
+    dashboard.feed([begin(0), batch(0, 0, loss=0.9), batch(0, 1, loss=0.8)])
+    sent = image_updates(dashboard)
+    assert len(sent) == 1 and sent[0].startswith(PNG_SIGNATURE)
+    assert dashboard.image.value == sent[0]
+
+
+def test_image_is_redrawn_at_most_twice_a_second():
+    clock = FakeClock()
+    dashboard = Dashboard(MetricsStore(), min_redraw_interval=0.5, clock=clock)
+    dashboard.feed(begin(0, steps=100))
+    for step in range(50):                     # 50 batches within 0.1 s
+        clock.now += 0.002
+        dashboard.feed([batch(0, step, loss=1 / (step + 1))])
+    assert len(image_updates(dashboard)) <= 2
+    drawn = len(image_updates(dashboard))
+
+    clock.now += 0.5                           # the store has moved on; the next feed draws it
+    dashboard.feed([batch(0, 50, loss=0.01)])
+    assert len(image_updates(dashboard)) == drawn + 1
+    dashboard.refresh()                        # nothing new and not forced: no redraw
+    assert len(image_updates(dashboard)) == drawn + 1
+
+
+def test_a_stale_image_is_drawn_by_refresh_once_due_or_when_forced():
+    clock = FakeClock()
+    dashboard = Dashboard(MetricsStore(), clock=clock)
+    dashboard.feed([begin(0), batch(0, 0)])
+    dashboard.feed([batch(0, 1, loss=0.5)])     # too soon: not drawn
+    assert len(image_updates(dashboard)) == 1
+    dashboard.refresh(force=True)
+    assert len(image_updates(dashboard)) == 2
+    dashboard.feed([batch(0, 2, loss=0.25)])
+    clock.now += 0.6
+    dashboard.refresh()
+    assert len(image_updates(dashboard)) == 3
+
+
+def test_progress_rows_show_each_worker():
+    dashboard = Dashboard(MetricsStore(), clock=FakeClock())
+    dashboard.feed([begin(0, epochs=4, steps=70), begin(1, epochs=4, steps=70)])
+    dashboard.feed([batch(r, s, epoch=1, t=10 + s / 10) for r in (0, 1) for s in range(35)])
+    rows = dashboard.progress_box.children
+    assert len(rows) == 2
+    bar, label = rows[1].children
+    assert bar.comm.updates("value")[-1] == pytest.approx((1 + 35 / 70) / 4)
+    sent_label = label.comm.updates("value")[-1]
+    assert sent_label.startswith("worker 1: epoch 2/4 step 35/70 · 10.0 steps/s · ETA ")
+    assert "(behind)" not in sent_label
+
+
+def test_a_lagging_worker_is_flagged():
+    dashboard = Dashboard(MetricsStore(), clock=FakeClock())
+    dashboard.feed([begin(0), begin(1)])
+    dashboard.feed([batch(0, s) for s in range(10)] + [batch(1, s) for s in range(3)])
+    bar0, label0 = dashboard.progress_box.children[0].children
+    bar1, label1 = dashboard.progress_box.children[1].children
+    assert bar1.comm.updates("bar_style")[-1] == "warning"
+    assert label1.comm.updates("value")[-1].endswith("(behind)")
+    assert "warning" not in bar0.comm.updates("bar_style")
+
+    dashboard.feed([batch(1, s) for s in range(3, 10)])     # caught up
+    assert bar1.comm.updates("bar_style")[-1] != "warning"
+    assert not label1.comm.updates("value")[-1].endswith("(behind)")
+
+
+def test_finished_workers_show_done():
+    dashboard = Dashboard(MetricsStore(), clock=FakeClock())
+    dashboard.feed([begin(0, epochs=1, steps=2), batch(0, 0), batch(0, 1),
+                    {"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0, "logs": {"loss": 0.5}},
+                    {"kind": "train_end", "rank": 0, "time": 1.0}])
+    bar, label = dashboard.progress_box.children[0].children
+    assert bar.comm.updates("bar_style")[-1] == "success"
+    assert bar.value == 1.0
+    assert label.value == "worker 0: epoch 1/1 step 2/2 · done"
+
+
+def test_latest_values_are_shown():
+    dashboard = Dashboard(MetricsStore(), clock=FakeClock())
+    dashboard.feed([begin(0), batch(0, 0, loss=0.75),
+                    {"kind": "epoch", "rank": 0, "time": 5.0, "epoch": 0,
+                     "logs": {"loss": 0.5, "accuracy": 0.5, "val_loss": 0.625}}])
+    sent = dashboard.latest_html.comm.updates("value")[-1]
+    assert "<b>loss</b> 0.5" in sent and "<b>val_loss</b> 0.625" in sent
+
+
+def test_final_png_and_summary_line():
+    store = MetricsStore()
+    dashboard = Dashboard(store, clock=FakeClock())
+    dashboard.feed([begin(0, epochs=2, steps=2)] + [batch(0, s, epoch=e, t=e + s) for e in (0, 1) for s in (0, 1)]
+                   + [{"kind": "epoch", "rank": 0, "time": 1.5 + e, "epoch": e, "samples": 64,
+                       "logs": {"loss": 0.5 / (e + 1), "val_loss": 0.6 / (e + 1)}} for e in (0, 1)]
+                   + [{"kind": "train_end", "rank": 0, "time": 4.0}])
+    png = dashboard.final_png()
+    assert png.startswith(PNG_SIGNATURE) and len(png) > 1000
+    assert dashboard.summary_line() == "2 epochs · 4.0 s · loss 0.25 · val_loss 0.3 · 32 samples/s"
+
+
+def test_more_panels_make_a_wider_image():
+    def png_width(png):
+        return int.from_bytes(png[16:20], "big")
+
+    one_panel, two_panels = MetricsStore(), MetricsStore()
+    one_panel.feed({"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0, "logs": {"loss": 1.0, "val_loss": 1.0}})
+    two_panels.feed({"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0, "logs": {"loss": 1.0, "mae": 1.0}})
+    assert png_width(Dashboard(two_panels).final_png()) > 1.5 * png_width(Dashboard(one_panel).final_png())
+
+
+def test_custom_loop_reports_are_drawn():
+    store = MetricsStore()
+    empty_png = Dashboard(store).final_png()
+    store.feed([{"kind": "report", "rank": 0, "time": float(s), "step": s, "epoch": None,
+                 "metrics": {"loss": 1 / (s + 1)}} for s in range(5)])
+    assert Dashboard(store).final_png() != empty_png
+    assert progress_text(store.progress(0)) == "worker 0: step 4"
+
+
+def test_text_reporter_writes_one_line_per_epoch_per_worker():
+    lines = []
+    reporter = TextReporter(MetricsStore(), write=lines.append)
+    for rank in (0, 1):
+        reporter.feed(begin(rank, epochs=2, steps=3))
+    for epoch in (0, 1):
+        for rank in (0, 1):
+            reporter.feed([batch(rank, s, epoch=epoch) for s in range(3)])
+            reporter.feed({"kind": "epoch", "rank": rank, "time": 1.0 + epoch, "epoch": epoch,
+                           "logs": {"loss": 0.5 - 0.25 * epoch, "val_loss": 0.75}})
+    assert lines == [
+        "worker 0 · epoch 1/2 · loss 0.5 · val_loss 0.75",
+        "worker 1 · epoch 1/2 · loss 0.5 · val_loss 0.75",
+        "worker 0 · epoch 2/2 · loss 0.25 · val_loss 0.75",
+        "worker 1 · epoch 2/2 · loss 0.25 · val_loss 0.75",
+    ]
+    reporter.feed([begin(0, epochs=1, steps=1) | {"mode": "evaluate"}, batch(0, 0),
+                   {"kind": "train_end", "rank": 0, "time": 9.0, "logs": {"loss": 0.3}}])
+    reporter.refresh()
+    assert lines[-1] == "worker 0 · evaluate · loss 0.3" and len(lines) == 5
+
+
+def test_format_duration():
+    assert format_duration(6.04) == "6.0 s"
+    assert format_duration(42.4) == "42 s"
+    assert format_duration(125) == "2 min 5 s"
+    assert format_duration(3 * 3600 + 120) == "3 h 2 min"

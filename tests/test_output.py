@@ -1,0 +1,40 @@
+import io
+
+import pytest
+
+from tfmw_notebook.output import OutputRelay, PrefixedStream
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_prefix_at_every_line_start_even_across_chunks():
+    stream = PrefixedStream("[w1] ")
+    assert stream.feed("a\nb") == "[w1] a\n[w1] b"
+    assert stream.feed("c\n") == "c\n"
+    assert stream.feed("\n") == "\n"
+    assert stream.feed("d") == "[w1] d"
+
+
+def test_progress_bar_redraws_keep_their_prefix():
+    stream = PrefixedStream("[w0] ")
+    assert stream.feed("1/3\r2/3\r3/3\n") == "[w0] 1/3\r[w0] 2/3\r[w0] 3/3\n"
+    assert stream.feed("x\r\ny") == "[w0] x\r\n[w0] y"
+
+
+def test_relay_forwards_only_new_text_and_chief_stdout_by_default():
+    out, err = io.StringIO(), io.StringIO()
+    relay = OutputRelay(2, all_output=False, stdout=out, stderr=err)
+    texts = {0: ["hello\n", ""], 1: ["also\n", "warn\n"]}
+    relay.poll(lambda r: tuple(texts[r]), 2)
+    texts[0][0] += "again\n"
+    relay.poll(lambda r: tuple(texts[r]), 2)
+    relay.poll(lambda r: tuple(texts[r]), 2)
+    assert out.getvalue() == "[worker 0] hello\n[worker 0] again\n"
+    assert err.getvalue() == "[worker 1] warn\n"
+
+
+def test_relay_all_output_shows_every_worker():
+    out = io.StringIO()
+    relay = OutputRelay(2, all_output=True, stdout=out, stderr=io.StringIO())
+    relay.poll(lambda r: (f"r{r}\n", ""), 2)
+    assert out.getvalue() == "[worker 0] r0\n[worker 1] r1\n"

@@ -1,0 +1,218 @@
+"""Worker-side reporting: the publisher's transport, and the Keras callback for real."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from tfmw_notebook.metrics import MetricsStore
+from tfmw_notebook.worker.reporting import EventPublisher, events_key, new_events
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class FakeClock:
+    def __init__(self, now=1000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+def merged_like_ipyparallel(published):
+    """The client keeps one dict per engine and dict.update()s each publish into it."""
+    data = {}
+    for message in published:
+        data.update(message)
+    return data
+
+
+def test_each_flush_uses_a_fresh_key_so_merging_loses_nothing():
+    published, clock = [], FakeClock()
+    publisher = EventPublisher(published.append, rank=3, clock=clock)
+    publisher.emit("train_begin", epochs=1, steps=2, mode="fit")
+    publisher.emit("batch", epoch=0, step=0, logs={"loss": 1.0})
+    clock.now += 1
+    publisher.emit("batch", epoch=0, step=1, logs={"loss": 0.5})
+    publisher.emit("epoch", epoch=0, logs={"loss": 0.5})
+
+    keys = [key for message in published for key in message]
+    assert keys == [events_key(seq) for seq in range(1, len(keys) + 1)]
+    events, last_seq = new_events(merged_like_ipyparallel(published), 0)
+    assert [e["kind"] for e in events] == ["train_begin", "batch", "batch", "epoch"]
+    assert last_seq == len(keys)
+    assert {e["rank"] for e in events} == {3}
+    assert events[2]["time"] == clock.now
+
+
+def test_batch_events_are_sent_together_at_most_every_min_interval():
+    published, clock = [], FakeClock()
+    publisher = EventPublisher(published.append, rank=0, min_interval=0.25, clock=clock)
+    publisher.emit("batch", epoch=0, step=0, logs={})    # first batch goes out at once
+    for step in range(1, 11):
+        clock.now += 0.01
+        publisher.emit("batch", epoch=0, step=step, logs={})
+    assert len(published) == 1
+    clock.now += 0.25
+    publisher.emit("batch", epoch=0, step=11, logs={})
+    assert len(published) == 2
+    assert [e["step"] for e in published[1][events_key(2)]] == list(range(1, 12))
+
+
+def test_epoch_train_end_and_report_flush_pending_batches_at_once():
+    published, clock = [], FakeClock()
+    publisher = EventPublisher(published.append, rank=0, clock=clock)
+    publisher.emit("batch", epoch=0, step=0, logs={})
+    publisher.emit("batch", epoch=0, step=1, logs={})
+    assert len(published) == 1
+    publisher.emit("epoch", epoch=0, logs={"loss": 1.0})
+    assert [e["kind"] for e in published[-1][events_key(2)]] == ["batch", "epoch"]
+    publisher.report({"loss": np.float32(0.25)}, step=7)
+    (report,) = published[-1][events_key(3)]
+    assert report["metrics"] == {"loss": 0.25} and type(report["metrics"]["loss"]) is float
+    publisher.emit("train_end")
+    assert published[-1][events_key(4)][0]["kind"] == "train_end"
+
+
+def test_new_events_reads_only_unseen_keys_in_seq_order_and_ignores_other_keys():
+    data = {events_key(10): [{"n": 10}], events_key(2): [{"n": 2}], events_key(9): [{"n": 9}],
+            "user-key": [{"n": -1}], "tfmw-events-x": [{"n": -2}]}
+    events, last = new_events(data, 0)
+    assert [e["n"] for e in events] == [2, 9, 10] and last == 10
+    events, last = new_events(data, 9)
+    assert [e["n"] for e in events] == [10] and last == 10
+    assert new_events(data, 10) == ([], 10)
+    assert new_events(None, 4) == ([], 4)
+
+
+def test_a_failing_publish_never_breaks_training():
+    calls = []
+
+    def broken_publish(message):
+        calls.append(message)
+        raise RuntimeError("no engine here")
+
+    publisher = EventPublisher(broken_publish, rank=0)
+    publisher.emit("train_begin", epochs=1, steps=1, mode="fit")
+    publisher.emit("epoch", epoch=0, logs={"loss": 1.0})
+    assert len(calls) == 2
+    assert publisher.errors == 2 and publisher.dropped_events == 2
+    assert isinstance(publisher.last_error, RuntimeError)
+
+
+def test_publisher_takes_whole_event_dicts_as_the_worker_context_sends_them():
+    published = []
+    publisher = EventPublisher(published.append, rank=1)
+    publisher({"kind": "report", "rank": 1, "time": 5.0, "step": 2, "epoch": None,
+               "metrics": {"loss": 0.5}})
+    assert published == [{events_key(1): [{"kind": "report", "rank": 1, "time": 5.0, "step": 2,
+                                           "epoch": None, "metrics": {"loss": 0.5}}]}]
+
+
+def test_min_interval_must_not_be_negative():
+    with pytest.raises(ValueError, match="min_interval"):
+        EventPublisher(print, rank=0, min_interval=-1)
+
+
+def test_importing_the_pure_modules_does_not_import_tensorflow():
+    code = ("import sys, tfmw_notebook.metrics, tfmw_notebook.worker.reporting, tfmw_notebook.widgets;"
+            "print('tensorflow' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+# Runs in its own process so TF_USE_LEGACY_KERAS is set before TensorFlow loads,
+# whatever other tests in this session imported.
+KERAS_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    import tf_keras
+    from tfmw_notebook.worker.reporting import EventPublisher, make_keras_callback
+
+    assert tf.keras.Model is tf_keras.Model, "tf.keras is not tf-keras"
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(256, 8)).astype("float32")
+    y = (x @ rng.normal(size=(8, 1)) + 0.1 * rng.normal(size=(256, 1))).astype("float32")
+    x_val, y_val = x[:64] + 0.05, y[:64]
+
+    tf.keras.utils.set_random_seed(0)
+    model = tf.keras.Sequential([tf.keras.Input(shape=(8,)),
+                                 tf.keras.layers.Dense(16, activation="relu"),
+                                 tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+
+    published = []
+    callback = make_keras_callback(EventPublisher(published.append, rank=0), samples_per_step=32)
+    history = model.fit(x, y, batch_size=32, epochs=2, validation_data=(x_val, y_val),
+                        verbose=0, callbacks=[callback])
+    evaluated = model.evaluate(x_val, y_val, batch_size=32, verbose=0, callbacks=[callback],
+                               return_dict=True)
+    json.dump({"published": published, "history": history.history,
+               "evaluated": {k: float(v) for k, v in evaluated.items()},
+               "callback_class": type(callback).__name__}, sys.stdout)
+""")
+
+
+@pytest.fixture(scope="module")
+def keras_run():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3",
+               PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+    result = subprocess.run([sys.executable, "-c", KERAS_SCRIPT], capture_output=True, text=True,
+                            timeout=110, env=env, cwd=root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_keras_callback_rebuilds_history_exactly(keras_run):
+    published, history = keras_run["published"], keras_run["history"]
+    assert keras_run["callback_class"] == "KerasReportingCallback"
+    assert set(history) == {"loss", "mae", "val_loss", "val_mae"}
+
+    events, _ = new_events(merged_like_ipyparallel(published), 0)
+    store = MetricsStore()
+    store.feed(events)
+
+    assert store.history(0) == history          # exact floats, per epoch
+    assert len(history["loss"]) == 2
+    assert store.metric_names() == {"loss": ["loss", "val_loss"], "mae": ["mae", "val_mae"]}
+
+
+def test_keras_callback_events_follow_the_format(keras_run):
+    events, _ = new_events(merged_like_ipyparallel(keras_run["published"]), 0)
+    fit_events = events[:events.index(next(e for e in events if e["kind"] == "train_end")) + 1]
+
+    begin = fit_events[0]
+    assert begin["kind"] == "train_begin" and begin["mode"] == "fit"
+    assert begin["epochs"] == 2 and begin["steps"] == 8          # 256 samples / batch 32
+    batches = [e for e in fit_events if e["kind"] == "batch"]
+    assert [(e["epoch"], e["step"]) for e in batches] == [(ep, s) for ep in range(2) for s in range(8)]
+    assert all(type(v) is float for e in batches for v in e["logs"].values())
+    epochs = [e for e in fit_events if e["kind"] == "epoch"]
+    assert [e["samples"] for e in epochs] == [256, 256]
+    # The last batch's running mean is the epoch's training loss.
+    assert batches[-1]["logs"]["loss"] == pytest.approx(epochs[-1]["logs"]["loss"])
+    times = [e["time"] for e in events]
+    assert times == sorted(times)
+
+
+def test_keras_callback_reports_evaluate_but_not_fits_validation_pass(keras_run):
+    events, _ = new_events(merged_like_ipyparallel(keras_run["published"]), 0)
+    begins = [e for e in events if e["kind"] == "train_begin"]
+    # fit ran validation twice through on_test_*; only the explicit evaluate counts.
+    assert [b["mode"] for b in begins] == ["fit", "evaluate"]
+    assert begins[1]["steps"] == 2                                # 64 samples / batch 32
+
+    store = MetricsStore()
+    store.feed(events)
+    assert store.evaluation(0) == pytest.approx(keras_run["evaluated"])
+    assert store.progress(0).mode == "evaluate" and store.progress(0).finished
+    # Evaluate batches move the progress bar but do not join the training curves.
+    assert len(store.batch_logs(0)) == 16

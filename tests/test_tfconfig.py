@@ -1,0 +1,61 @@
+import json
+
+import pytest
+
+from tfmw_notebook import tfconfig
+from tfmw_notebook.tfconfig import EngineReport
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def report(eid, host="a", address="10.0.0.1", port=None, pid=100):
+    return EngineReport(engine_id=eid, host=host, address=address, port=port or 5000 + eid,
+                        pid=pid + eid)
+
+
+def test_ranks_are_stable_whatever_order_engines_answer_in():
+    answers = [report(3, "b"), report(1, "a"), report(2, "b"), report(0, "a")]
+    ranked = tfconfig.order_ranks(answers)
+    assert [r.engine_id for r in ranked] == [0, 1, 2, 3]
+    assert [r.engine_id for r in tfconfig.order_ranks(list(reversed(answers)))] == [0, 1, 2, 3]
+
+
+def test_hosts_are_grouped_and_local_ranks_count_per_host():
+    ranked = tfconfig.order_ranks([report(0, "b"), report(1, "a"), report(2, "b"), report(3, "a")])
+    assert [(r.host, r.engine_id) for r in ranked] == [("a", 1), ("a", 3), ("b", 0), ("b", 2)]
+    assert tfconfig.local_ranks(ranked) == [0, 1, 0, 1]
+
+
+def test_tf_config_lists_every_worker_and_names_the_rank():
+    ranked = tfconfig.order_ranks([report(0), report(1, address="::1")])
+    config = tfconfig.tf_config(ranked, 1)
+    assert config == {"cluster": {"worker": ["10.0.0.1:5000", "[::1]:5001"]},
+                      "task": {"type": "worker", "index": 1}}
+    with pytest.raises(ValueError, match="rank 2 out of range for 2 workers"):
+        tfconfig.tf_config(ranked, 2)
+
+
+def test_duplicate_engines_or_endpoints_are_refused():
+    with pytest.raises(ValueError, match="duplicate engine ids"):
+        tfconfig.order_ranks([report(0), report(0)])
+    with pytest.raises(ValueError, match="both reported 10.0.0.1:7000"):
+        tfconfig.check_endpoints([report(0, port=7000), report(1, port=7000)])
+
+
+def test_gpus_hidden_unless_asked_and_split_per_local_rank():
+    assert tfconfig.visible_devices(0, 0) == "-1"
+    assert tfconfig.visible_devices(1, 0) == "-1"
+    assert tfconfig.visible_devices(0, 2) == "0,1"
+    assert tfconfig.visible_devices(1, 2) == "2,3"
+    with pytest.raises(ValueError):
+        tfconfig.visible_devices(0, -1)
+
+
+def test_worker_environment_is_complete_before_tensorflow_loads():
+    ranked = tfconfig.order_ranks([report(0), report(1), report(2, host="b")])
+    env = tfconfig.worker_environment(ranked, 2, gpus_per_worker=1)
+    assert json.loads(env["TF_CONFIG"])["task"]["index"] == 2
+    assert env["TF_USE_LEGACY_KERAS"] == "1"
+    assert env["CUDA_VISIBLE_DEVICES"] == "0"  # first worker on host b
+    assert env["TF_CPP_MIN_LOG_LEVEL"] == "2"
+    assert all(isinstance(v, str) for v in env.values())

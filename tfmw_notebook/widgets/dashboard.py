@@ -1,0 +1,232 @@
+"""Live training dashboard: loss curves, per-worker progress, latest values.
+
+Renders a `MetricsStore`. The curves are drawn with matplotlib's Agg backend into a
+PNG shown in an `ipywidgets.Image`, so no ipympl or front-end extension is needed,
+and the image is redrawn at most every `min_redraw_interval` seconds.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import time
+from typing import Callable, Iterable, Mapping
+
+import ipywidgets as widgets
+
+from ..metrics import MetricsStore, WorkerProgress
+
+# Beyond this many points per line, drawing slows the kernel and shows nothing new.
+_MAX_POINTS_PER_LINE = 2000
+
+
+def format_value(value: float) -> str:
+    return f"{value:.4g}"
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes, seconds = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {seconds} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+
+
+def format_metrics(values: Mapping[str, float]) -> str:
+    return " · ".join(f"{name} {format_value(value)}" for name, value in values.items())
+
+
+def progress_text(progress: WorkerProgress, behind: bool = False) -> str:
+    """'worker 1: epoch 2/4 step 35/70 · 12.3 steps/s · ETA 6 s'"""
+    steps = f"step {progress.step}/{progress.steps or '?'}"
+    if progress.mode == "custom":
+        where = f"step {progress.step}"
+    elif progress.position is None:
+        where = "starting"
+    elif progress.mode == "evaluate":
+        where = f"evaluate {steps}"
+    else:
+        where = f"epoch {progress.epoch + 1}/{progress.epochs or '?'} {steps}"
+    text = f"worker {progress.rank}: {where}"
+    if progress.finished:
+        return text + " · done"
+    if progress.steps_per_second:
+        text += f" · {progress.steps_per_second:.1f} steps/s"
+    if progress.eta_seconds is not None:
+        text += f" · ETA {format_duration(progress.eta_seconds)}"
+    if behind:
+        text += " (behind)"
+    return text
+
+
+def summary_text(summary: Mapping) -> str:
+    """'3 epochs · 6.4 s · loss 0.1 · val_loss 0.2 · 1.2e+03 samples/s'"""
+    parts = [f"{summary['epochs']} epoch{'' if summary['epochs'] == 1 else 's'}"]
+    if summary.get("wall_time") is not None:
+        parts.append(format_duration(summary["wall_time"]))
+    if summary.get("final"):
+        parts.append(format_metrics(summary["final"]))
+    if "samples_per_second" in summary:
+        parts.append(f"{summary['samples_per_second']:.0f} samples/s")
+    return " · ".join(parts)
+
+
+def _thinned(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
+    stride = max(1, -(-len(xs) // _MAX_POINTS_PER_LINE))
+    if stride == 1:
+        return xs, ys
+    # Keep the last point: it is the newest value, the one the eye goes to.
+    return xs[::stride] + xs[-1:], ys[::stride] + ys[-1:]
+
+
+def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height: float = 3.0,
+                      dpi: int = 80) -> bytes:
+    """One subplot per metric panel (training and val_ together) as PNG bytes.
+
+    Batch values are a thin line at fractional epochs; epoch-end values are marked.
+    """
+    # The object-oriented API leaves pyplot's global state and backend alone.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    panels = store.metric_names()
+    columns = max(1, len(panels))
+    figure = Figure(figsize=(width_per_panel * columns, height), dpi=dpi)
+    # Fixed margins: an automatic layout pass would double the drawing time.
+    figure.subplots_adjust(left=0.1 / columns ** 0.5, right=0.98, bottom=0.16, top=0.9, wspace=0.3)
+    FigureCanvasAgg(figure)
+    if not panels:
+        axes = figure.add_subplot(1, 1, 1)
+        axes.text(0.5, 0.5, "waiting for the first batch…", ha="center", va="center",
+                  transform=axes.transAxes, color="gray")
+        axes.set_axis_off()
+    batches, epochs, reports = store.batch_series(), store.epoch_series(), store.report_series()
+    for index, (panel, names) in enumerate(panels.items()):
+        axes = figure.add_subplot(1, len(panels), index + 1)
+        for color, name in zip(("C0", "C1", "C2", "C3"), names):
+            if name in batches:
+                axes.plot(*_thinned(*batches[name]), color=color, linewidth=1, alpha=0.6)
+            if name in epochs:
+                axes.plot(*epochs[name], color=color, marker="o", linewidth=1.5, label=name,
+                          linestyle="--" if name.startswith("val_") else "-")
+            if name in reports:
+                axes.plot(*_thinned(*reports[name]), color=color, linewidth=1.5, label=name)
+        axes.set_title(panel)
+        axes.set_xlabel("epoch" if (batches or epochs) else "step")
+        axes.grid(True, alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(fontsize="small", loc="upper right")   # "best" is slow with many points
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()
+
+
+class _ProgressRow:
+    def __init__(self) -> None:
+        self.bar = widgets.FloatProgress(value=0.0, min=0.0, max=1.0,
+                                         layout=widgets.Layout(width="30%"))
+        self.label = widgets.Label()
+        self.widget = widgets.HBox([self.bar, self.label])
+
+    def show(self, progress: WorkerProgress, behind: bool) -> None:
+        fraction = progress.fraction
+        if fraction is None and progress.steps and progress.position is not None:
+            fraction = progress.step / progress.steps      # length unknown: this epoch only
+        self.bar.value = fraction or 0.0
+        self.bar.bar_style = "warning" if behind else ("success" if progress.finished else "info")
+        self.label.value = progress_text(progress, behind)
+
+
+class Dashboard:
+    """The live view of a training run: `widget` to display, `feed(events)` to update."""
+
+    def __init__(self, store: MetricsStore | None = None, min_redraw_interval: float = 0.5,
+                 clock: Callable[[], float] = time.monotonic):
+        self.store = store if store is not None else MetricsStore()
+        self.min_redraw_interval = min_redraw_interval
+        self._clock = clock
+        self._last_redraw = -float("inf")
+        self._stale = True              # the image does not show everything in the store yet
+        self.redraws = 0
+        self.image = widgets.Image(format="png", value=b"")
+        self.progress_box = widgets.VBox()
+        self.latest_html = widgets.HTML()
+        self.widget = widgets.VBox([self.image, self.progress_box, self.latest_html])
+        self._rows: dict[int, _ProgressRow] = {}
+
+    def feed(self, events: Mapping | Iterable[Mapping]) -> None:
+        """Add events to the store and update the view (the image only if it is due)."""
+        self.store.feed(events)
+        self._stale = True
+        self.refresh()
+
+    def refresh(self, force: bool = False) -> None:
+        """Update progress and latest values; redraw the curves if due (or `force`)."""
+        self._show_progress()
+        self._show_latest()
+        due = self._clock() - self._last_redraw >= self.min_redraw_interval
+        if force or (self._stale and due):
+            self._redraw()
+
+    def final_png(self) -> bytes:
+        """The curves as they stand, for the static image left in the cell."""
+        return render_curves_png(self.store)
+
+    def summary_line(self) -> str:
+        return summary_text(self.store.summary())
+
+    def _redraw(self) -> None:
+        self.image.value = render_curves_png(self.store)
+        self._last_redraw = self._clock()
+        self._stale = False
+        self.redraws += 1
+
+    def _show_progress(self) -> None:
+        behind = set(self.store.lagging_ranks())
+        for rank in self.store.ranks:
+            if rank not in self._rows:
+                self._rows[rank] = _ProgressRow()
+                self.progress_box.children = [self._rows[r].widget for r in sorted(self._rows)]
+            self._rows[rank].show(self.store.progress(rank), rank in behind)
+
+    def _show_latest(self) -> None:
+        latest = self.store.latest()
+        self.latest_html.value = " &nbsp;·&nbsp; ".join(
+            f"<b>{html.escape(name)}</b> {format_value(value)}" for name, value in latest.items())
+
+
+class TextReporter:
+    """Fallback for a terminal: one line per finished epoch per worker, none per batch."""
+
+    def __init__(self, store: MetricsStore | None = None, write: Callable[[str], object] = print):
+        self.store = store if store is not None else MetricsStore()
+        self._write = write
+        self._epochs_written: dict[int, int] = {}
+        self._evaluation_runs_written: dict[int, int] = {}
+
+    def feed(self, events: Mapping | Iterable[Mapping]) -> None:
+        self.store.feed(events)
+        self.refresh()
+
+    def refresh(self, force: bool = False) -> None:
+        for rank in self.store.ranks:
+            progress = self.store.progress(rank)
+            records = self.store.epoch_logs(rank)
+            for record in records[self._epochs_written.get(rank, 0):]:
+                total = f"/{progress.epochs}" if progress.epochs else ""
+                self._write(f"worker {rank} · epoch {record['epoch'] + 1}{total} · "
+                            f"{format_metrics(record['logs'])}")
+            self._epochs_written[rank] = len(records)
+            evaluated = progress.mode == "evaluate" and progress.finished
+            if evaluated and self._evaluation_runs_written.get(rank) != progress.run:
+                self._write(f"worker {rank} · evaluate · "
+                            f"{format_metrics(self.store.evaluation(rank) or {})}")
+                self._evaluation_runs_written[rank] = progress.run
+
+    def summary_line(self) -> str:
+        return summary_text(self.store.summary())
