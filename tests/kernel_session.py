@@ -22,6 +22,7 @@ class CellOutput:
     stderr: str = ""
     error: dict | None = None
     results: list[dict] = field(default_factory=list)   # execute_result / display_data bundles
+    updates: list[dict] = field(default_factory=list)   # update_display_data bundles
     stream_times: list[tuple[float, str, str]] = field(default_factory=list)
 
     @property
@@ -69,6 +70,8 @@ class KernelSession:
                 out.error = content
             elif kind in ("execute_result", "display_data"):
                 out.results.append(content["data"])
+            elif kind == "update_display_data":
+                out.updates.append(content["data"])
             elif kind == "status" and content["execution_state"] == "idle":
                 idle = True
         reply = self.client.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))

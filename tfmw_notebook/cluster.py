@@ -160,9 +160,14 @@ class TFCluster:
         return len(self.workers)
 
     def run(self, source: str, *, timeout: float | None = None, all_output: bool = False,
-            want_display: bool = True, stdout=None, stderr=None,
+            want_display: bool = True, stdout=None, stderr=None, report: bool = True,
+            quiet_progress: bool = False,
             on_data: Callable[[int, dict], None] | None = None) -> RunResult:
         """Run `source` on every worker inside the shared strategy's scope.
+
+        `report`: Keras fit/evaluate send their logs as events, which arrive in
+        `on_data(rank, published_data)` while the cell runs; `quiet_progress`
+        turns Keras' progress bar off for calls that did not choose `verbose`.
 
         Raises WorkerFailed (after bringing the workers back) if any worker
         raises or dies, on timeout, or on KeyboardInterrupt.
@@ -174,7 +179,8 @@ class TFCluster:
         began = time.perf_counter()
         futures = [client[w.engine_id].apply_async(_call_worker_function,
                                                    "tfmw_notebook.worker.cell", "run_cell",
-                                                   source, filename, want_display and rank == 0)
+                                                   source, filename, want_display and rank == 0,
+                                                   report, quiet_progress)
                    for rank, w in enumerate(self.workers)]
         relay = OutputRelay(self.size, all_output=all_output, stdout=stdout, stderr=stderr)
         deadline = None if timeout is None else time.monotonic() + timeout

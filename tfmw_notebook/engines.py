@@ -14,6 +14,8 @@ import socket
 import time
 
 import ipyparallel as ipp
+from IPython.core.profiledir import ProfileDir, ProfileDirError
+from IPython.paths import get_ipython_dir
 
 from .errors import ClusterSetupError
 
@@ -87,15 +89,20 @@ class EngineGroup:
             client = _connect(lambda: ipp.Client(url_file, timeout=timeout), url_file)
         else:
             try:
-                cluster = ipp.Cluster.from_file(profile=profile or "default",
+                # Look the profile up without creating it (a typo must not leave a
+                # new profile directory behind, as Cluster(profile=...) would).
+                profile_dir = ProfileDir.find_profile_dir_by_name(
+                    get_ipython_dir(), profile or "default").location
+                cluster = ipp.Cluster.from_file(profile_dir=profile_dir,
                                                 cluster_id=cluster_id or "")
-            except FileNotFoundError:
+            except (ProfileDirError, FileNotFoundError):
                 where = f"profile {profile or 'default'!r}" + (
                     f", cluster id {cluster_id!r}" if cluster_id else "")
+                flags = (f" --profile {profile}" if profile else "") + (
+                    f" --cluster-id {cluster_id}" if cluster_id else "")
                 raise ClusterSetupError(
                     f"no running ipyparallel cluster found ({where}): start one with "
-                    f"`ipcluster start -n 2{' --profile ' + profile if profile else ''}` "
-                    "or pass --cluster-id / --url-file"
+                    f"`ipcluster start -n 2{flags}` or pass --cluster-id / --url-file"
                 ) from None
             client = _connect(lambda: cluster.connect_client_sync(timeout=timeout),
                               cluster.cluster_file)

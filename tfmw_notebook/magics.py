@@ -17,7 +17,8 @@ from IPython.utils.process import arg_split
 from .cluster import COMMUNICATIONS, RemoteValue, TFCluster
 from .errors import TFDistError
 
-_active: dict[str, TFCluster] = {}
+_active: dict = {}
+_settings = {"dashboard": True}
 
 
 def active_cluster() -> TFCluster | None:
@@ -95,6 +96,9 @@ def _line_parser() -> _Parser:
                         help="wait for N engines (default: use those registered)")
     _add_worker_options(attach)
     commands.add_parser("status", help="one line per worker: rank, host, pid, alive")
+    commands.add_parser("history", help="the last training cell's metrics (per worker, merged)")
+    dashboard = commands.add_parser("dashboard", help="turn the live dashboard on or off")
+    dashboard.add_argument("state", choices=("on", "off"))
     commands.add_parser("restart", help="fresh engine processes, same size; variables are reset")
     commands.add_parser("stop", help="end every process the cluster started")
     return parser
@@ -111,6 +115,10 @@ def _cell_parser() -> _Parser:
                         help="send notebook variable NAME to every worker first")
     parser.add_argument("--all-output", action="store_true",
                         help="show every worker's stdout (default: the chief's only)")
+    parser.add_argument("--no-dashboard", action="store_true",
+                        help="no live curves for this cell; Keras prints its own progress")
+    parser.add_argument("--raw-progress", action="store_true",
+                        help="keep Keras' own progress bars next to the dashboard")
     return parser
 
 
@@ -131,8 +139,8 @@ class TFDistMagics(Magics):
     def _line(self, line: str):
         args = LINE_PARSER.parse_args(arg_split(line))
         if args.command is None:
-            raise UsageError("%tfdist needs a command: start, attach, status, restart or stop "
-                             "(see %tfdist?)")
+            raise UsageError("%tfdist needs a command: start, attach, status, restart, stop, "
+                             "history or dashboard (see %tfdist?)")
         return getattr(self, f"_{args.command}")(args)
 
     def _start(self, args):
@@ -165,6 +173,17 @@ class TFDistMagics(Magics):
             print(f"{row['rank']:>4}  {row['host']:<16} {row['address']:<22} {row['pid']:>7}  "
                   f"{'yes' if row['alive'] else 'NO':<5}  {row['running'] or '-'}")
 
+    def _history(self, args):
+        store = _active.get("history")
+        if store is None:
+            raise UsageError("no training has been recorded yet: run a %%tfdist cell that "
+                             "calls fit() or tfdist.report() (with the dashboard on)")
+        return store
+
+    def _dashboard(self, args):
+        _settings["dashboard"] = args.state == "on"
+        print(f"dashboard {args.state} for the next %%tfdist cells")
+
     def _restart(self, args):
         cluster = self._require_cluster()
         self._guarded(cluster.restart)
@@ -189,8 +208,21 @@ class TFDistMagics(Magics):
         pushed = self._collect_push(args.push)
         if pushed:
             self._guarded(lambda: cluster.push(pushed))
-        result = self._guarded(lambda: cluster.run(cell, timeout=args.timeout,
-                                                   all_output=args.all_output))
+        live = None
+        if _settings["dashboard"] and not args.no_dashboard:
+            from .widgets.live import LiveRun
+
+            live = LiveRun(widgets=getattr(self.shell, "kernel", None) is not None)
+        try:
+            result = self._guarded(lambda: cluster.run(
+                cell, timeout=args.timeout, all_output=args.all_output,
+                report=live is not None, quiet_progress=not args.raw_progress,
+                on_data=live.on_data if live is not None else None))
+        finally:
+            if live is not None:
+                live.finish()
+                if live.store.ranks:
+                    _active["history"] = live.store
         if args.out:
             self._copy_out(cluster, args.out)
         if result.display is not None:

@@ -378,6 +378,11 @@ class MetricsStore:
             summary["evaluation"] = evaluations[min(evaluations)]
         return summary
 
+    def __repr__(self) -> str:
+        summary = self.summary()
+        return (f"<MetricsStore: {summary['workers']} workers, {summary['epochs']} epochs; "
+                "history(rank), merged_history(), summary()>")
+
 
 def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)

@@ -15,8 +15,9 @@ import os
 import socket
 import time
 
-from . import shared_strategy
+from . import keras_hooks, shared_strategy
 from .context import WorkerContext
+from .reporting import EventPublisher
 
 _TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly")
 
@@ -69,6 +70,8 @@ def bootstrap(settings: dict) -> dict:
 
     import tensorflow as tf
 
+    # MWMS logs every all-reduce it builds at INFO; N workers would repeat it.
+    tf.get_logger().setLevel("WARNING")
     threads = settings.get("threads") or 0
     if threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -86,13 +89,14 @@ def bootstrap(settings: dict) -> dict:
     )
     shared_strategy.install(strategy)
 
-    tf_config = json.loads(os.environ["TF_CONFIG"])
+    publisher = _event_publisher(settings["rank"])
+    keras_hooks.install(publisher)
     context = WorkerContext(
         rank=settings["rank"],
         world_size=settings["world_size"],
         host=socket.gethostname(),
-        tf_config=tf_config,
-        _publish=_event_publisher(settings["rank"]),
+        tf_config=json.loads(os.environ["TF_CONFIG"]),
+        _publish=publisher.emit,
     )
     _user_namespace().update(tf=tf, strategy=strategy, tfdist=context)
     return {
@@ -103,16 +107,12 @@ def bootstrap(settings: dict) -> dict:
     }
 
 
-def _event_publisher(rank: int):
-    """Send report() events through ipyparallel's data channel, if reporting exists."""
-    try:
-        from ipyparallel.datapub import publish_data
+def _event_publisher(rank: int) -> EventPublisher:
+    """Events go to the notebook through ipyparallel's data channel, which
+    reaches the client while the cell is still running."""
+    from ipyparallel.datapub import publish_data
 
-        from .reporting import EventPublisher
-    except ImportError:
-        return None
-    publisher = EventPublisher(publish_data, rank)
-    return publisher.emit
+    return EventPublisher(publish_data, rank)
 
 
 def _user_namespace() -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import linecache
 
-from . import shared_strategy
+from . import keras_hooks, shared_strategy
 
 
 def _register_source(source: str, filename: str) -> None:
@@ -14,12 +14,15 @@ def _register_source(source: str, filename: str) -> None:
     linecache.cache[filename] = (len(source), None, lines, filename)
 
 
-def run_cell(source: str, filename: str, want_display: bool) -> dict | None:
+def run_cell(source: str, filename: str, want_display: bool, report: bool = True,
+             quiet_progress: bool = True) -> dict | None:
     """Execute `source` in the engine's user namespace.
 
     Returns the last expression's display data (a mime bundle of strings, which
     always travels back, unlike the value itself) when `want_display` is set.
     Exceptions propagate: the client needs them to notice a failed rank.
+    `report` / `quiet_progress`: send Keras' logs to the dashboard, and turn
+    Keras' progress bar off (the dashboard replaces it).
     """
     from IPython import get_ipython
 
@@ -31,6 +34,7 @@ def run_cell(source: str, filename: str, want_display: bool) -> dict | None:
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last_expr = ast.Expression(tree.body.pop().value)
 
+    keras_hooks.configure(report=report, quiet_progress=quiet_progress)
     namespace = shell.user_ns
     strategy = shared_strategy.shared_strategy()
     with strategy.scope():

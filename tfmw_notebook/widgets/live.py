@@ -1,0 +1,59 @@
+"""The dashboard of one %%tfdist cell: shown when the first event arrives,
+a static image and a summary line when the cell ends."""
+
+from __future__ import annotations
+
+import time
+
+from ..metrics import MetricsStore
+from ..worker.reporting import new_events
+
+_REFRESH_EVERY = 0.5  # seconds between progress updates when no event arrives
+
+
+class LiveRun:
+    def __init__(self, *, widgets: bool):
+        self.store = MetricsStore()
+        self._widgets = widgets
+        self._view = None
+        self._handle = None
+        self._last_seq: dict[int, int] = {}
+        self._last_refresh = 0.0
+
+    def on_data(self, rank: int, data: dict) -> None:
+        """Called with each rank's published data while the cell runs."""
+        events, self._last_seq[rank] = new_events(data, self._last_seq.get(rank, 0))
+        if events:
+            self._ensure_view().feed(events)
+            self._last_refresh = time.monotonic()
+        elif self._view is not None and time.monotonic() - self._last_refresh > _REFRESH_EVERY:
+            self._view.refresh()  # a throttled redraw catches up once events stop
+            self._last_refresh = time.monotonic()
+
+    def finish(self) -> None:
+        """Leave the curves as a PNG (no widget state needed to see them) and a summary."""
+        if self._view is None:
+            return
+        if self._widgets:
+            from IPython.display import Image
+
+            self._handle.update(Image(data=self._view.final_png(), format="png"))
+            self._view.widget.close()
+        else:
+            self._view.refresh(force=True)
+        print(self._view.summary_line())
+
+    def _ensure_view(self):
+        if self._view is None:
+            if self._widgets:
+                from IPython.display import display
+
+                from .dashboard import Dashboard
+
+                self._view = Dashboard(self.store)
+                self._handle = display(self._view.widget, display_id=True)
+            else:
+                from .dashboard import TextReporter
+
+                self._view = TextReporter(self.store)
+        return self._view
