@@ -59,3 +59,17 @@ def test_worker_environment_is_complete_before_tensorflow_loads():
     assert env["CUDA_VISIBLE_DEVICES"] == "0"  # first worker on host b
     assert env["TF_CPP_MIN_LOG_LEVEL"] == "2"
     assert all(isinstance(v, str) for v in env.values())
+
+
+def test_engines_that_already_are_workers_are_reused_in_their_own_order():
+    def config(index):
+        return json.dumps({"cluster": {"worker": ["h:1", "h:2"]},
+                           "task": {"type": "worker", "index": index}})
+
+    fresh = [report(0), report(1)]
+    assert tfconfig.existing_workers(fresh) is None
+    reused = tfconfig.existing_workers([
+        EngineReport(7, "h", "x", 9, 70, config(1)), EngineReport(8, "h", "x", 9, 80, config(0))])
+    assert [(r.engine_id, r.endpoint) for r in reused] == [(8, "h:1"), (7, "h:2")]
+    with pytest.raises(ValueError, match="already are TensorFlow workers"):
+        tfconfig.existing_workers([EngineReport(7, "h", "x", 9, 70, config(1)), report(1)])

@@ -24,6 +24,7 @@ from .tfconfig import EngineReport
 
 COMMUNICATIONS = ("auto", "ring", "nccl")
 _POLL = 0.05
+_DRAIN_SECONDS = 5.0
 _cell_numbers = itertools.count(1)
 
 
@@ -68,6 +69,7 @@ class TFCluster:
         self.tf_version = ""
         self.started_seconds = 0.0
         self.restarts = 0
+        self._group_size = 0  # workers wanted, also while there are none
         self._running: str | None = None
 
     # -- construction -------------------------------------------------------
@@ -102,6 +104,7 @@ class TFCluster:
             group.stop()
             raise
         cluster.started_seconds = time.perf_counter() - began
+        cluster._group_size = cluster.size
         return cluster
 
     def _make_workers(self) -> None:
@@ -112,6 +115,15 @@ class TFCluster:
         replies = self._call_each(ids, "tfmw_notebook.worker.handshake", "describe_engine",
                                   [(controller_host,)] * len(ids), what="handshake")
         reports = [EngineReport(engine_id=eid, **reply) for eid, reply in zip(ids, replies)]
+        try:
+            reused = tfconfig.existing_workers(reports)
+        except ValueError as exc:
+            raise ClusterSetupError(str(exc)) from None
+        if reused is not None:
+            self.workers = reused
+            self.tf_version = self._call_each([ids[0]], "tfmw_notebook.worker.bootstrap",
+                                              "tensorflow_version", [()], what="lookup")[0]
+            return
         ranked = tfconfig.order_ranks(reports)
         tfconfig.check_endpoints(ranked)
         self.workers = ranked
@@ -211,6 +223,7 @@ class TFCluster:
                 if dead:
                     self._fail_dead(dead)
                 if all(f.done() for f in futures):
+                    self._drain(futures, relay, on_data)
                     return
                 if deadline is not None and time.monotonic() > deadline:
                     self._fail(f"the cell ran past --timeout {timeout:g} s; every worker was "
@@ -218,6 +231,20 @@ class TFCluster:
                 futures[0].wait(_POLL)
         except KeyboardInterrupt:
             self._fail("interrupted: training was stopped on every worker", reason="interrupt")
+
+    def _drain(self, futures, relay, on_data) -> None:
+        """Take in what the workers printed or published just before they finished.
+
+        Output and published data travel on another socket than the reply, so
+        they can arrive after it; wait (briefly) for each rank's output to end.
+        """
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        for future in futures:
+            future.wait_for_output(max(0.0, deadline - time.monotonic()))
+        relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""), self.size)
+        if on_data is not None:
+            for rank, future in enumerate(futures):
+                on_data(rank, future.data)
 
     def _dead_ranks(self) -> list[int]:
         registered = self._group.registered()
@@ -249,6 +276,11 @@ class TFCluster:
         sys.stderr.write(f"tfdist: {message}; restarting the workers...\n")
         sys.stderr.flush()
         try:
+            if not self._group.can_restart():
+                # Stuck in collectives, they are of no use: end them, then say why
+                # no fresh ones come.
+                self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
+                self.workers = []
             self.restart()
         except TFDistError as exc:
             raise WorkerFailed(f"{message}; the workers could not be restarted: {exc}",
@@ -288,7 +320,10 @@ class TFCluster:
     def restart(self) -> None:
         """Fresh engine processes, same size, bootstrapped again."""
         began = time.perf_counter()
-        size = self.size
+        size = self.size or self._group_size
+        if not self._group.can_restart():
+            # Refuse before killing anything: these engines are not ours to replace.
+            self._group.restart(size, timeout=self.timeout)
         self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
         self.workers = []
         try:
@@ -301,10 +336,12 @@ class TFCluster:
 
     def stop(self) -> None:
         """End every engine process we started (attached clusters keep theirs)."""
-        if self._group.owned:
-            self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
+        workers, self.workers = self.workers, []
         self._group.stop()
-        self.workers = []
+        if self._group.owned:
+            # A worker stuck in C++ ignores the launcher's polite signals.
+            self._group.kill({w.engine_id: (w.host, w.pid) for w in workers
+                              if not is_this_host(w.host) or pid_alive(w.pid)})
 
     def status(self) -> list[dict]:
         """One row per rank: rank, host, address, pid, alive, running."""

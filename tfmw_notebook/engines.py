@@ -60,7 +60,9 @@ class EngineGroup:
     @classmethod
     def start(cls, n: int, *, timeout: float, profile_dir: str | None = None) -> "EngineGroup":
         kwargs = {"profile_dir": profile_dir} if profile_dir else {}
-        cluster = ipp.Cluster(n=n, delay=0, log_level=logging.WARNING, **kwargs)
+        # ipyparallel's own warnings (engine logs of killed engines) would land in
+        # the cell; we report failures ourselves.
+        cluster = ipp.Cluster(n=n, delay=0, log_level=logging.ERROR, **kwargs)
         try:
             cluster.start_controller_sync()
             cluster.start_engines_sync(n)

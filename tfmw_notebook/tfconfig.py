@@ -19,6 +19,7 @@ class EngineReport:
     address: str
     port: int
     pid: int
+    worker_of: str | None = None  # TF_CONFIG (JSON) if the engine already is a worker
 
     @property
     def endpoint(self) -> str:
@@ -39,6 +40,34 @@ def order_ranks(reports: list[EngineReport]) -> list[EngineReport]:
     if len(set(ids)) != len(ids):
         raise ValueError(f"duplicate engine ids in handshake: {sorted(ids)}")
     return sorted(reports, key=lambda r: (r.host, r.engine_id))
+
+
+def existing_workers(reports: list[EngineReport]) -> list[EngineReport] | None:
+    """The engines as the cluster they already form, if they all are its workers.
+
+    Engines that served an earlier attach keep their strategy (it cannot be
+    rebuilt in-process), so a new attach reuses them as they are. Returns None
+    when no engine is a worker yet; raises ValueError for a mix.
+    """
+    configs = [json.loads(r.worker_of) if r.worker_of else None for r in reports]
+    if not any(configs):
+        return None
+    workers = [c["cluster"]["worker"] for c in configs if c]
+    indices = sorted(c["task"]["index"] for c in configs if c)
+    if (None in configs or any(w != workers[0] for w in workers)
+            or indices != list(range(len(workers[0])))):
+        raise ValueError(
+            "some of these engines already are TensorFlow workers of another cluster "
+            "layout; restart the engines (e.g. `ipcluster stop` then `ipcluster start`), "
+            "then attach again"
+        )
+    ranked: list[EngineReport | None] = [None] * len(reports)
+    for report, config in zip(reports, configs):
+        index = config["task"]["index"]
+        address, port = workers[0][index].rsplit(":", 1)
+        ranked[index] = EngineReport(report.engine_id, report.host, address.strip("[]"),
+                                     int(port), report.pid, report.worker_of)
+    return ranked
 
 
 def check_endpoints(ranked: list[EngineReport]) -> None:

@@ -88,6 +88,7 @@ def bootstrap(settings: dict) -> dict:
         )
     )
     shared_strategy.install(strategy)
+    _stop_on_sigterm()
 
     publisher = _event_publisher(settings["rank"])
     keras_hooks.install(publisher)
@@ -105,6 +106,22 @@ def bootstrap(settings: dict) -> dict:
         "replicas": strategy.num_replicas_in_sync,
         "seconds": time.perf_counter() - started,
     }
+
+
+def tensorflow_version() -> str:
+    import tensorflow as tf
+
+    return tf.__version__
+
+
+def _stop_on_sigterm() -> None:
+    """Exit at once on SIGTERM: TF's threads otherwise keep a stopping engine
+    alive until its launcher's SIGKILL, seconds later."""
+    import signal
+    import threading
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
 
 
 def _event_publisher(rank: int) -> EventPublisher:

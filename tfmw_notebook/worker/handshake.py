@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 
 
 def reachable_address(controller_host: str) -> str:
@@ -38,6 +39,14 @@ def free_port(address: str) -> int:
         return probe.getsockname()[1]
 
 
+def current_tf_config() -> str | None:
+    """TF_CONFIG of this engine if it already is a worker (MWMS cannot be rebuilt)."""
+    shared = sys.modules.get("tfmw_notebook.worker.shared_strategy")
+    if shared is None or shared.shared_strategy() is None:
+        return None
+    return os.environ.get("TF_CONFIG")
+
+
 def describe_engine(controller_host: str) -> dict:
     address = reachable_address(controller_host)
     return {
@@ -45,4 +54,5 @@ def describe_engine(controller_host: str) -> dict:
         "address": address,
         "port": free_port(address),
         "pid": os.getpid(),
+        "worker_of": current_tf_config(),
     }
