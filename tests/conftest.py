@@ -17,11 +17,14 @@ def ipython_dir():
 
 
 @pytest.fixture(scope="session")
-def tf_kernel():
-    """One real kernel with a real 2-worker cluster, shared by the tests that allow it."""
+def tf_kernel(tmp_path_factory):
+    """One real kernel with a real 2-worker cluster, shared by the tests that allow it.
+
+    It runs in a temporary directory: fit() saves checkpoints under the working directory.
+    """
     from kernel_session import KernelSession
 
-    session = KernelSession()
+    session = KernelSession(cwd=str(tmp_path_factory.mktemp("tf-kernel")))
     try:
         session.ok("%load_ext tfmw_notebook", timeout=60)
         session.ok("%tfdist start -n 2", timeout=180)

@@ -33,8 +33,8 @@ model.fit(mnist_dataset(64), epochs={epochs}, steps_per_epoch=50, verbose=0, cal
 
 
 @pytest.fixture(scope="module")
-def kernel():
-    session = KernelSession()
+def kernel(tmp_path_factory):
+    session = KernelSession(cwd=str(tmp_path_factory.mktemp("fault-kernel")))
     try:
         session.ok("%load_ext tfmw_notebook")
         session.ok("%tfdist start -n 2", timeout=180)

@@ -16,8 +16,8 @@ def ip():
 
 
 @pytest.mark.parametrize("line, message", [
-    ("start -n 0", "expected at least 1 worker, got 0"),
-    ("start -n -1", "expected at least 1 worker, got -1"),
+    ("start -n 0", "expected a whole number >= 1, got 0"),
+    ("start -n -1", "expected a whole number >= 1, got -1"),
     ("start -n abc", "expected a whole number, got 'abc'"),
     ("start --bogus", "unrecognized arguments: --bogus"),
     ("start --communication smoke", "invalid choice: 'smoke'"),

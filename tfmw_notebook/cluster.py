@@ -8,6 +8,7 @@ others would stay blocked in their collectives forever.
 
 from __future__ import annotations
 
+import io
 import itertools
 import os
 import re
@@ -23,6 +24,10 @@ from .output import OutputRelay
 from .tfconfig import EngineReport
 
 COMMUNICATIONS = ("auto", "ring", "nccl")
+# Errors a worker raises when a peer went away or a collective was aborted:
+# worth a restart; anything else is the cell's own bug and is not retried.
+RETRYABLE_ERRORS = frozenset({"UnavailableError", "AbortedError", "CancelledError",
+                              "DeadlineExceededError"})
 _POLL = 0.05
 _DRAIN_SECONDS = 5.0
 _cell_numbers = itertools.count(1)
@@ -70,6 +75,10 @@ class TFCluster:
         self.started_seconds = 0.0
         self.restarts = 0
         self._group_size = 0  # workers wanted, also while there are none
+        # ("push", values) and ("cell", source) that ran on the current workers, in
+        # order: what a restart inside `run(max_restarts=...)` replays to give the
+        # workers back their names.
+        self._replay_log: list[tuple[str, Any]] = []
         self._running: str | None = None
 
     # -- construction -------------------------------------------------------
@@ -172,27 +181,54 @@ class TFCluster:
         return len(self.workers)
 
     def run(self, source: str, *, timeout: float | None = None, all_output: bool = False,
-            want_display: bool = True, stdout=None, stderr=None, report: bool = True,
-            quiet_progress: bool = False,
+            want_display: bool = True, stdout=None, stderr=None,
+            options: dict | None = None, max_restarts: int = 0,
             on_data: Callable[[int, dict], None] | None = None) -> RunResult:
         """Run `source` on every worker inside the shared strategy's scope.
 
-        `report`: Keras fit/evaluate send their logs as events, which arrive in
-        `on_data(rank, published_data)` while the cell runs; `quiet_progress`
-        turns Keras' progress bar off for calls that did not choose `verbose`.
+        `options` say what the cell's Keras fit/evaluate calls get (see
+        worker/keras_hooks.py): "report" sends their logs as events, which
+        arrive in `on_data(rank, published_data)` while the cell runs;
+        "checkpoint", "backup", "resume_from", "quiet_progress".
 
         Raises WorkerFailed (after bringing the workers back) if any worker
-        raises or dies, on timeout, or on KeyboardInterrupt.
+        raises or dies, on timeout, or on KeyboardInterrupt. With
+        `max_restarts`, a worker that dies or fails with a retryable error
+        instead restarts the group, replays the cells that defined the
+        workers' variables, and runs the cell again (resuming from its
+        automatic backup when `options["backup"]` is set).
         """
+        if not isinstance(max_restarts, int) or max_restarts < 0:
+            raise ValueError(f"Invalid value for argument `max_restarts`. Received: "
+                             f"max_restarts={max_restarts!r}. Expected an integer >= 0")
         self._require_workers()
         compile(source, "<tfdist cell>", "exec")  # callers compile first; cheap guard
+        replay_log = list(self._replay_log)
+        restarts = 0
+        while True:
+            try:
+                result = self._run_once(source, timeout=timeout, all_output=all_output,
+                                        want_display=want_display, stdout=stdout, stderr=stderr,
+                                        options=options or {}, on_data=on_data)
+                self._replay_log.append(("cell", source))
+                return result
+            except WorkerFailed as failure:
+                if not (failure.recovered and failure.retryable and restarts < max_restarts):
+                    raise
+                restarts += 1
+                _notice(f"tfdist: restart {restarts} of {max_restarts} after: {failure.summary}; "
+                        f"replaying {len(replay_log)} earlier cell(s), then this one")
+                self._replay(replay_log)
+
+    def _run_once(self, source, *, timeout, all_output, want_display, stdout, stderr,
+                  options, on_data) -> RunResult:
         filename = f"<tfdist-cell-{next(_cell_numbers)}>"
         client = self._group.client
         began = time.perf_counter()
         futures = [client[w.engine_id].apply_async(_call_worker_function,
                                                    "tfmw_notebook.worker.cell", "run_cell",
                                                    source, filename, want_display and rank == 0,
-                                                   report, quiet_progress)
+                                                   options)
                    for rank, w in enumerate(self.workers)]
         relay = OutputRelay(self.size, all_output=all_output, stdout=stdout, stderr=stderr)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -204,6 +240,18 @@ class TFCluster:
         display = futures[0].get()
         return RunResult(display=display, seconds=time.perf_counter() - began,
                          data=[dict(f.data) for f in futures])
+
+    def _replay(self, log: list[tuple[str, Any]]) -> None:
+        """Push and run again, quietly and in order, what gave the workers their names."""
+        self._replay_log = []
+        quiet = io.StringIO()
+        for kind, what in log:
+            if kind == "push":
+                self.push(what)
+            else:
+                self._run_once(what, timeout=None, all_output=False, want_display=False,
+                               stdout=quiet, stderr=quiet, options={}, on_data=None)
+                self._replay_log.append((kind, what))
 
     def _watch(self, futures, relay, deadline, timeout, on_data) -> None:
         """Wait for every rank, and act on the first that fails, dies or overruns."""
@@ -263,15 +311,17 @@ class TFCluster:
         summary = _remote_summary(exc)
         sys.stderr.write(_prefixed(text, rank) if text else "")
         sys.stderr.flush()
-        self._fail(f"worker {rank} failed: {summary}", reason="error", rank=rank, traceback=text)
+        retryable = getattr(exc, "ename", "") in RETRYABLE_ERRORS
+        self._fail(f"worker {rank} failed: {summary}", reason="error", rank=rank, traceback=text,
+                   retryable=retryable)
 
     def _fail_dead(self, ranks: list[int]) -> None:
         names = ", ".join(f"{r} (pid {self.workers[r].pid} on {self.workers[r].host})"
                           for r in ranks)
-        self._fail(f"worker {names} died", reason="died", rank=ranks[0])
+        self._fail(f"worker {names} died", reason="died", rank=ranks[0], retryable=True)
 
     def _fail(self, message: str, *, reason: str, rank: int | None = None,
-              traceback: str = "") -> None:
+              traceback: str = "", retryable: bool = False) -> None:
         detected = time.monotonic()
         sys.stderr.write(f"tfdist: {message}; restarting the workers...\n")
         sys.stderr.flush()
@@ -285,12 +335,12 @@ class TFCluster:
         except TFDistError as exc:
             raise WorkerFailed(f"{message}; the workers could not be restarted: {exc}",
                                rank=rank, traceback=traceback, reason=reason,
-                               detected_at=detected) from None
+                               detected_at=detected, summary=message) from None
         raise WorkerFailed(
             f"{message}. The workers were restarted in {self.last_restart_seconds:.1f} s: "
             "their variables were reset, run the cells that define them again",
             rank=rank, traceback=traceback, reason=reason, detected_at=detected,
-            recovered=True,
+            recovered=True, retryable=retryable, summary=message,
         )
 
     # -- moving variables -------------------------------------------------------
@@ -300,6 +350,7 @@ class TFCluster:
         self._require_workers()
         view = self._group.client[[w.engine_id for w in self.workers]]
         view.push(namespace, block=False).get(timeout=self.timeout)
+        self._replay_log.append(("push", dict(namespace)))
 
     def missing_on_chief(self, names: list[str]) -> list[str]:
         self._require_workers()
@@ -312,6 +363,19 @@ class TFCluster:
         values = self._group.client[self.workers[rank].engine_id].pull(
             list(names), block=False).get(timeout=self.timeout)
         return dict(zip(names, values))
+
+    def restore_checkpoint(self, path: str, model_name: str = "model") -> list[str]:
+        """Load checkpoint `path` into the variable `model_name` on every worker.
+
+        Returns each worker's digest of the restored weights (equal when the
+        restore is bit-identical everywhere).
+        """
+        self._require_workers()
+        ids = [w.engine_id for w in self.workers]
+        self._call_each(ids, "tfmw_notebook.worker.checkpointing", "restore_named",
+                        [(model_name, path)] * len(ids), what="restore")
+        return self._call_each(ids, "tfmw_notebook.worker.checkpointing", "weights_digest",
+                               [(model_name,)] * len(ids), what="digest")
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -326,11 +390,9 @@ class TFCluster:
             self._group.restart(size, timeout=self.timeout)
         self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
         self.workers = []
-        try:
-            self._group.restart(size, timeout=self.timeout)
-            self._make_workers()
-        except ClusterSetupError:
-            raise
+        self._replay_log = []
+        self._group.restart(size, timeout=self.timeout)
+        self._make_workers()
         self.restarts += 1
         self.last_restart_seconds = time.perf_counter() - began
 
@@ -361,6 +423,11 @@ class TFCluster:
         if not self.workers:
             raise NoClusterError("the cluster has no workers (stopped, or a restart failed): "
                                  "run `%tfdist restart` or `%tfdist start`")
+
+
+def _notice(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 def _call_worker_function(module: str, function: str, *args):

@@ -27,13 +27,15 @@ class WorkerFailed(TFDistError):
 
     def __init__(self, message: str, *, rank: int | None = None, traceback: str = "",
                  reason: str = "error", detected_at: float | None = None,
-                 recovered: bool = False):
+                 recovered: bool = False, retryable: bool = False, summary: str = ""):
         super().__init__(message)
         self.rank = rank
         self.traceback = traceback
-        self.reason = reason
+        self.reason = reason                # "error", "died", "timeout" or "interrupt"
         self.detected_at = detected_at
-        self.recovered = recovered
+        self.recovered = recovered          # a fresh, ready worker group is in place
+        self.retryable = retryable          # a peer died / collective aborted, not a bug
+        self.summary = summary or message   # what happened, without the recovery story
 
     def _render_traceback_(self) -> list[str]:
         # The traceback was already shown the moment the failure was seen;

@@ -8,17 +8,19 @@ its one line and no traceback.
 from __future__ import annotations
 
 import argparse
+import os
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split
 
+from . import cell_options
 from .cluster import COMMUNICATIONS, RemoteValue, TFCluster
 from .errors import TFDistError
 
 _active: dict = {}
-_settings = {"dashboard": True}
+_settings = {"dashboard": True, "checkpointing": True, "resume_next": None, "last_run": None}
 
 
 def active_cluster() -> TFCluster | None:
@@ -37,7 +39,7 @@ def _count(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1 worker, got {value}")
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
 
 
@@ -70,6 +72,13 @@ class _Parser(MagicArgumentParser):
         raise UsageError(f"{message} (usage: {usage})")
 
 
+def _backup_frequency(text: str):
+    try:
+        return cell_options.backup_frequency(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=_seconds, default=120.0, metavar="S",
                         help="seconds to wait for engines and TensorFlow to come up (default 120)")
@@ -99,6 +108,13 @@ def _line_parser() -> _Parser:
     commands.add_parser("history", help="the last training cell's metrics (per worker, merged)")
     dashboard = commands.add_parser("dashboard", help="turn the live dashboard on or off")
     dashboard.add_argument("state", choices=("on", "off"))
+    saving = commands.add_parser("checkpointing", help="turn automatic checkpoints on or off")
+    saving.add_argument("state", choices=("on", "off"))
+    picker = commands.add_parser("checkpoints", help="pick a checkpoint: compare, restore on "
+                                 "the workers, resume from, load here, delete")
+    picker.add_argument("directory", nargs="?", default=None,
+                        help="a run directory (default: the last run of this session, "
+                             "else the newest under ./tfdist_checkpoints)")
     commands.add_parser("restart", help="fresh engine processes, same size; variables are reset")
     commands.add_parser("stop", help="end every process the cluster started")
     return parser
@@ -119,6 +135,31 @@ def _cell_parser() -> _Parser:
                         help="no live curves for this cell; Keras prints its own progress")
     parser.add_argument("--raw-progress", action="store_true",
                         help="keep Keras' own progress bars next to the dashboard")
+    saving = parser.add_argument_group("checkpoints and fault tolerance")
+    saving.add_argument("--checkpoint-dir", metavar="DIR", default=None,
+                        help="this run's directory (default: ./tfdist_checkpoints/run-<time>)")
+    saving.add_argument("--no-checkpoint", action="store_true",
+                        help="no checkpoints for this cell's fit() calls")
+    saving.add_argument("--checkpoint-every", type=_count, default=1, metavar="E",
+                        help="save every E epochs (default 1)")
+    saving.add_argument("--keep-last", type=_count, default=None, metavar="N",
+                        help="keep only the N newest checkpoints (with --keep-best: both sets)")
+    saving.add_argument("--keep-best", type=_count, default=None, metavar="N",
+                        help="keep the N best checkpoints by --monitor")
+    saving.add_argument("--monitor", default="val_loss", metavar="METRIC",
+                        help="metric for --keep-best (default val_loss, else loss)")
+    saving.add_argument("--monitor-mode", choices=("min", "max"), default="min",
+                        help="whether smaller or larger --monitor is better (default min)")
+    saving.add_argument("--max-restarts", type=_non_negative, default=0, metavar="K",
+                        help="if a worker dies (or a collective fails), restart the workers, "
+                             "replay earlier cells and resume from the automatic backup, "
+                             "up to K times")
+    saving.add_argument("--backup-every", type=_backup_frequency, default="epoch",
+                        metavar="epoch|STEPS",
+                        help="how often the automatic backup is written (with --max-restarts)")
+    saving.add_argument("--resume-from", metavar="latest|PATH", default=None,
+                        help="restore this checkpoint before the first fit() and continue "
+                             "from its epoch")
     return parser
 
 
@@ -184,6 +225,15 @@ class TFDistMagics(Magics):
         _settings["dashboard"] = args.state == "on"
         print(f"dashboard {args.state} for the next %%tfdist cells")
 
+    def _checkpointing(self, args):
+        _settings["checkpointing"] = args.state == "on"
+        print(f"automatic checkpoints {args.state} for the next %%tfdist cells")
+
+    def _checkpoints(self, args):
+        from .checkpoint_actions import show_checkpoints
+
+        return show_checkpoints(self.shell, args.directory, _settings, active_cluster)
+
     def _restart(self, args):
         cluster = self._require_cluster()
         self._guarded(cluster.restart)
@@ -208,17 +258,26 @@ class TFDistMagics(Magics):
         pushed = self._collect_push(args.push)
         if pushed:
             self._guarded(lambda: cluster.push(pushed))
+        try:
+            options, run_dir = cell_options.build(args, dashboard=_settings["dashboard"],
+                                         checkpointing=_settings["checkpointing"],
+                                         resume_next=_settings["resume_next"], cwd=os.getcwd())
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         live = None
-        if _settings["dashboard"] and not args.no_dashboard:
+        if options["report"]:
             from .widgets.live import LiveRun
 
             live = LiveRun(widgets=getattr(self.shell, "kernel", None) is not None)
         try:
             result = self._guarded(lambda: cluster.run(
-                cell, timeout=args.timeout, all_output=args.all_output,
-                report=live is not None, quiet_progress=not args.raw_progress,
+                cell, timeout=args.timeout, all_output=args.all_output, options=options,
+                max_restarts=args.max_restarts,
                 on_data=live.on_data if live is not None else None))
+            _settings["resume_next"] = None
         finally:
+            if run_dir and os.path.isdir(run_dir):
+                _settings["last_run"] = run_dir
             if live is not None:
                 live.finish()
                 if live.store.ranks:

@@ -18,11 +18,16 @@ class LiveRun:
         self._view = None
         self._handle = None
         self._last_seq: dict[int, int] = {}
+        self._sources: dict[int, dict] = {}
         self._last_refresh = 0.0
 
     def on_data(self, rank: int, data: dict) -> None:
         """Called with each rank's published data while the cell runs."""
-        events, self._last_seq[rank] = new_events(data, self._last_seq.get(rank, 0))
+        if self._sources.get(rank) is not data:
+            # A new attempt after a restart: a fresh worker numbers its events from 1.
+            self._sources[rank] = data
+            self._last_seq[rank] = 0
+        events, self._last_seq[rank] = new_events(data, self._last_seq[rank])
         if events:
             self._ensure_view().feed(events)
             self._last_refresh = time.monotonic()

@@ -91,7 +91,7 @@ def bootstrap(settings: dict) -> dict:
     _stop_on_sigterm()
 
     publisher = _event_publisher(settings["rank"])
-    keras_hooks.install(publisher)
+    keras_hooks.install(publisher, rank=settings["rank"], is_chief=settings["rank"] == 0)
     context = WorkerContext(
         rank=settings["rank"],
         world_size=settings["world_size"],

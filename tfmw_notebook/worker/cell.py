@@ -14,15 +14,14 @@ def _register_source(source: str, filename: str) -> None:
     linecache.cache[filename] = (len(source), None, lines, filename)
 
 
-def run_cell(source: str, filename: str, want_display: bool, report: bool = True,
-             quiet_progress: bool = True) -> dict | None:
+def run_cell(source: str, filename: str, want_display: bool, options: dict) -> dict | None:
     """Execute `source` in the engine's user namespace.
 
     Returns the last expression's display data (a mime bundle of strings, which
     always travels back, unlike the value itself) when `want_display` is set.
     Exceptions propagate: the client needs them to notice a failed rank.
-    `report` / `quiet_progress`: send Keras' logs to the dashboard, and turn
-    Keras' progress bar off (the dashboard replaces it).
+    `options` say what the cell's Keras fit/evaluate calls get (reporting,
+    checkpoints, backups, a checkpoint to resume from): see keras_hooks.
     """
     from IPython import get_ipython
 
@@ -34,7 +33,7 @@ def run_cell(source: str, filename: str, want_display: bool, report: bool = True
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last_expr = ast.Expression(tree.body.pop().value)
 
-    keras_hooks.configure(report=report, quiet_progress=quiet_progress)
+    keras_hooks.configure(**options)
     namespace = shell.user_ns
     strategy = shared_strategy.shared_strategy()
     with strategy.scope():

@@ -1,57 +1,115 @@
-"""Report every Keras fit/evaluate to the dashboard with no change to the user's code.
+"""What every Keras fit/evaluate in a %%tfdist cell gets, with no change to the user's code.
 
-`Model.fit` and `Model.evaluate` are wrapped once per worker: while a cell runs
-with the dashboard on, they get a reporting callback, and Keras' own progress
-bar is turned off unless the user asked for a `verbose` level themselves.
+`Model.fit` and `Model.evaluate` are wrapped once per worker. Before each cell
+the client says what the cell's calls should get: reporting to the dashboard
+(and Keras' own progress bar off, unless the call chose `verbose`),
+checkpoints, a BackupAndRestore for automatic resumption, or a checkpoint to
+resume from.
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import sys
 
+from . import checkpointing
 from .reporting import EventPublisher, make_keras_callback
 
-_settings = {"report": False, "quiet_progress": False}
-_publisher: list[EventPublisher] = []
+_DEFAULTS = {"report": False, "quiet_progress": False, "checkpoint": None, "backup": None,
+             "resume_from": None}
+_cell: dict = dict(_DEFAULTS, fits=0)
+_worker: dict = {"publisher": None, "rank": 0, "is_chief": True}
 
-# Positions of `verbose` and `callbacks` among the positional arguments after `x`.
-_FIT_POSITIONS = {"verbose": 4, "callbacks": 5}
+# Positions of `verbose`, `callbacks` and `initial_epoch` among the positional
+# arguments after `self`.
+_FIT_POSITIONS = {"verbose": 4, "callbacks": 5, "initial_epoch": 10}
 _EVALUATE_POSITIONS = {"verbose": 3, "callbacks": 6}
 
 
-def configure(*, report: bool, quiet_progress: bool) -> None:
-    """Called before each cell: what the cell's fit/evaluate calls should do."""
-    _settings.update(report=report, quiet_progress=quiet_progress)
+def configure(**options) -> None:
+    """Called before each cell with the cell's options (see _DEFAULTS)."""
+    unknown = set(options) - set(_DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown cell options: {sorted(unknown)}")
+    _cell.clear()
+    _cell.update(_DEFAULTS, **options)
+    _cell["fits"] = 0
 
 
-def install(publisher: EventPublisher) -> None:
+def install(publisher: EventPublisher, *, rank: int, is_chief: bool) -> None:
     import tensorflow as tf
 
-    _publisher[:] = [publisher]
+    _worker.update(publisher=publisher, rank=rank, is_chief=is_chief)
     model = tf.keras.Model
     if getattr(model.fit, "_tfmw_wrapped", False):
         return
-    model.fit = _wrapped(model.fit, _FIT_POSITIONS)
-    model.evaluate = _wrapped(model.evaluate, _EVALUATE_POSITIONS)
+    model.fit = _wrapped(model.fit, _FIT_POSITIONS, training=True)
+    model.evaluate = _wrapped(model.evaluate, _EVALUATE_POSITIONS, training=False)
 
 
-def _wrapped(method, positions: dict[str, int]):
+def _wrapped(method, positions: dict[str, int], *, training: bool):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        if _settings["report"] and _publisher:
-            _add_reporting(args, kwargs, positions)
+        if len(args) <= positions["callbacks"]:  # else: callbacks given positionally, leave as is
+            extra = _extra_callbacks(self, kwargs, args, positions, training)
+            if extra:
+                kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
         return method(self, *args, **kwargs)
 
     wrapper._tfmw_wrapped = True
     return wrapper
 
 
-def _add_reporting(args: tuple, kwargs: dict, positions: dict[str, int]) -> None:
-    if len(args) > positions["callbacks"]:
-        return  # callbacks given positionally: leave the call exactly as written
-    callbacks = list(kwargs.get("callbacks") or [])
-    callbacks.append(make_keras_callback(_publisher[0]))
-    kwargs["callbacks"] = callbacks
-    user_chose_verbose = "verbose" in kwargs or len(args) > positions["verbose"]
-    if _settings["quiet_progress"] and not user_chose_verbose:
-        kwargs["verbose"] = 0
+def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training: bool) -> list:
+    extra = []
+    if _cell["report"] and _worker["publisher"] is not None:
+        extra.append(make_keras_callback(_worker["publisher"]))
+        user_chose_verbose = "verbose" in kwargs or len(args) > positions["verbose"]
+        if _cell["quiet_progress"] and not user_chose_verbose:
+            kwargs["verbose"] = 0
+    if not training:
+        return extra
+    _cell["fits"] += 1
+    if _cell["resume_from"] and _cell["fits"] == 1:
+        _resume(model, _cell["resume_from"], kwargs, args, positions)
+    if _cell["backup"]:
+        import tensorflow as tf
+
+        backup = _cell["backup"]
+        extra.append(tf.keras.callbacks.BackupAndRestore(
+            os.path.join(backup["dir"], f"fit-{_cell['fits']}"),
+            save_freq=backup.get("save_freq", "epoch"), delete_checkpoint=True))
+        extra.append(_resume_notice())
+    if _cell["checkpoint"]:
+        extra.append(checkpointing.make_callback(_cell["checkpoint"], _worker["rank"],
+                                                 _worker["is_chief"]))
+    return extra
+
+
+def _resume(model, path: str, kwargs: dict, args: tuple, positions: dict) -> None:
+    meta = checkpointing.restore(model, path)
+    if "initial_epoch" not in kwargs and len(args) <= positions["initial_epoch"]:
+        kwargs["initial_epoch"] = meta["epoch"]
+    if _worker["is_chief"]:
+        print(f"resumed from {os.path.basename(path)}: epoch {meta['epoch']}, "
+              f"step {meta.get('step')}", file=sys.stderr)
+
+
+def _resume_notice():
+    """Says, on the chief, where BackupAndRestore picked training up again."""
+    import tensorflow as tf
+
+    class ResumeNotice(tf.keras.callbacks.Callback):
+        _said = False
+
+        def on_epoch_begin(self, epoch, logs=None):
+            if self._said:
+                return
+            self._said = True
+            step = int(self.model.optimizer.iterations.numpy())
+            if step and _worker["is_chief"]:
+                print(f"resumed from the automatic backup: epoch {epoch + 1}, "
+                      f"step {step}", file=sys.stderr)
+
+    return ResumeNotice()

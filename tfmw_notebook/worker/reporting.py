@@ -35,7 +35,7 @@ def new_events(data: Mapping[str, Any] | None, last_seq: int = 0) -> tuple[list[
     Keys that are not ours (a user's own publish_data) are left alone.
     """
     fresh = []
-    for key in (data or {}):
+    for key in list(data or {}):  # a snapshot: the client fills `data` from another thread
         match = _EVENTS_KEY.match(key) if isinstance(key, str) else None
         if match and int(match.group(1)) > last_seq:
             fresh.append(int(match.group(1)))

@@ -1,0 +1,84 @@
+"""The pure mapping from %%tfdist flags to what the workers' Keras calls get."""
+
+import json
+import os
+
+import pytest
+from IPython.core.error import UsageError
+
+from tfmw_notebook import cell_options
+from tfmw_notebook.magics import CELL_PARSER
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def build(line, tmp_path, **settings):
+    args = CELL_PARSER.parse_args(line.split())
+    kwargs = {"dashboard": True, "checkpointing": True, "resume_next": None}
+    kwargs.update(settings)
+    return cell_options.build(args, cwd=str(tmp_path), **kwargs)
+
+
+def make_checkpoint(run_dir, epoch):
+    path = os.path.join(run_dir, f"ckpt-{epoch:06d}")
+    os.makedirs(path)
+    with open(os.path.join(path, "meta.json"), "w") as meta:
+        json.dump({"epoch": epoch, "step": epoch * 10, "metrics": {"loss": 1.0 / epoch}}, meta)
+    return path
+
+
+def test_defaults_report_and_checkpoint_every_epoch_in_a_new_run(tmp_path):
+    options, run_dir = build("", tmp_path)
+    assert options["report"] and options["quiet_progress"]
+    assert run_dir.startswith(str(tmp_path / "tfdist_checkpoints" / "run-"))
+    assert options["checkpoint"] == {"run_dir": run_dir, "every": 1, "keep_last": None,
+                                     "keep_best": None, "monitor": "val_loss", "mode": "min"}
+    assert options["backup"] is None and options["resume_from"] is None
+
+
+def test_switches_turn_things_off(tmp_path):
+    options, run_dir = build("--no-checkpoint --no-dashboard --raw-progress", tmp_path)
+    assert options["checkpoint"] is None and run_dir is None
+    assert not options["report"] and not options["quiet_progress"]
+    options, _ = build("", tmp_path, dashboard=False, checkpointing=False)
+    assert not options["report"] and options["checkpoint"] is None
+
+
+def test_max_restarts_adds_a_backup_inside_the_run(tmp_path):
+    options, run_dir = build("--max-restarts 2 --backup-every 30 --checkpoint-dir mine", tmp_path)
+    assert run_dir == str(tmp_path / "mine")
+    assert options["backup"] == {"dir": str(tmp_path / "mine" / "backup"), "save_freq": 30}
+
+
+def test_resume_from_latest_continues_that_run(tmp_path):
+    run = tmp_path / "tfdist_checkpoints" / "run-1"
+    make_checkpoint(str(run), 1)
+    latest = make_checkpoint(str(run), 2)
+    options, run_dir = build("--resume-from latest", tmp_path)
+    assert options["resume_from"] == latest
+    assert run_dir == str(run)
+
+
+def test_picker_choice_applies_unless_the_cell_names_one(tmp_path):
+    run = tmp_path / "r"
+    first = make_checkpoint(str(run), 1)
+    second = make_checkpoint(str(run), 2)
+    assert build("", tmp_path, resume_next=first)[0]["resume_from"] == first
+    assert build(f"--resume-from {second}", tmp_path, resume_next=first)[0]["resume_from"] == second
+
+
+def test_resume_from_nothing_says_how_to_get_a_checkpoint(tmp_path):
+    with pytest.raises(ValueError, match="no checkpoint"):
+        build("--resume-from latest", tmp_path)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("--backup-every 0", "number of steps >= 1"),
+    ("--backup-every often", "'epoch' or a number of steps"),
+    ("--keep-last 0", "expected a whole number >= 1, got 0"),
+    ("--max-restarts -1", "expected 0 or more"),
+    ("--monitor-mode up", "invalid choice: 'up'"),
+])
+def test_bad_flags_are_usage_errors(line, message):
+    with pytest.raises(UsageError, match=message):
+        CELL_PARSER.parse_args(line.split())

@@ -1,0 +1,205 @@
+"""Checkpoints and fault tolerance on real 2-worker clusters, with deterministic faults."""
+
+import json
+import os
+
+import pytest
+
+from kernel_session import KernelSession
+
+pytestmark = pytest.mark.timeout(600)
+
+STEPS = 8
+
+SETUP = '''
+import os, signal
+import numpy as np
+
+x = np.random.RandomState(0).uniform(0, 1, (256, 4)).astype("float32")
+y = x.sum(axis=1, keepdims=True)
+train = tf.data.Dataset.from_tensor_slices((x, y)).batch(32).repeat()
+
+def build():
+    tf.keras.utils.set_random_seed(1)
+    model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu", input_shape=(4,)),
+                                 tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss="mse")
+    return model
+
+class Faults(tf.keras.callbacks.Callback):
+    """Logs each epoch begun on rank 0; kills rank 1 once at each epoch in KILL_AT."""
+    def on_epoch_begin(self, epoch, logs=None):
+        if tfdist.rank == 0:
+            with open(EPOCH_LOG, "a") as log:
+                log.write(f"{epoch}\\n")
+        marker = f"{EPOCH_LOG}.killed-{epoch}"
+        if tfdist.rank == 1 and epoch in KILL_AT and not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("ckpt-kernel")
+    session = KernelSession(cwd=str(workdir))
+    session.workdir = workdir
+    try:
+        session.ok("%load_ext tfmw_notebook")
+        session.ok("%tfdist start -n 2", timeout=180)
+        yield session
+        session.execute("%tfdist stop", timeout=60)
+    finally:
+        session.shutdown()
+
+
+def on_every_worker(kernel, expression):
+    out = kernel.ok("import json\nfrom tfmw_notebook.magics import active_cluster as _c\n"
+                    f"_c().run('_probe = {expression}', want_display=False, options={{}})\n"
+                    "print(json.dumps([_c().pull(['_probe'], rank=r)['_probe'] for r in range(2)]))")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def fit_with_faults(kernel, tmp_path, kill_at, max_restarts, epochs=6):
+    log = str(tmp_path / "epochs.log")
+    kernel.ok(f"%%tfdist\nEPOCH_LOG = {log!r}\nKILL_AT = {list(kill_at)!r}\n" + SETUP)
+    kernel.ok("%%tfdist\nmodel = build()")
+    run_dir = str(tmp_path / "run")
+    out = kernel.execute(
+        f"%%tfdist --max-restarts {max_restarts} --checkpoint-dir {run_dir}\n"
+        f"history = model.fit(train, epochs={epochs}, steps_per_epoch={STEPS}, "
+        "callbacks=[Faults()])", timeout=400)
+    begun = [int(line) for line in open(log).read().split()]
+    return out, begun, run_dir
+
+
+def assert_exactly_trained(kernel, epochs, begun, restarts):
+    assert on_every_worker(kernel, "int(model.optimizer.iterations.numpy())") == [epochs * STEPS] * 2
+    # Every epoch was begun; epochs begun more than once: at most one per restart.
+    assert sorted(set(begun)) == list(range(epochs))
+    assert len(begun) - epochs <= restarts, begun
+
+
+def test_killed_worker_at_epoch_3_of_6_resumes_from_backup(kernel, tmp_path):
+    out, begun, run_dir = fit_with_faults(kernel, tmp_path, kill_at=[2], max_restarts=1)
+    assert out.status == "ok", out.error_text + out.stderr
+    assert "restart 1 of 1" in out.stderr and "worker 1" in out.stderr
+    assert "resumed from the automatic backup: epoch 3" in out.stderr
+    assert_exactly_trained(kernel, 6, begun, restarts=1)
+    names = sorted(n for n in os.listdir(run_dir) if n.startswith("ckpt-"))
+    assert names == [f"ckpt-{e:06d}" for e in range(1, 7)]
+
+
+def test_two_kills_with_two_restarts(kernel, tmp_path):
+    out, begun, _ = fit_with_faults(kernel, tmp_path, kill_at=[1, 4], max_restarts=2)
+    assert out.status == "ok", out.error_text + out.stderr
+    assert "restart 1 of 2" in out.stderr and "restart 2 of 2" in out.stderr
+    assert_exactly_trained(kernel, 6, begun, restarts=2)
+
+
+def test_out_of_restarts_fails_with_the_cause(kernel, tmp_path):
+    out, _, _ = fit_with_faults(kernel, tmp_path, kill_at=[1, 2], max_restarts=1, epochs=4)
+    assert out.status == "error"
+    assert out.error["ename"] == "WorkerFailed" and "died" in out.error["evalue"]
+
+
+def test_user_error_is_not_retried(kernel, tmp_path):
+    kernel.ok("%%tfdist\n" + "EPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP)
+    out = kernel.execute("%%tfdist --max-restarts 2\nmodel_that_does_not_exist.fit(train)")
+    assert out.status == "error"
+    assert "NameError" in out.error["evalue"]
+    assert "restart 1 of 2" not in out.stderr
+
+
+def test_worker_killed_while_saving_leaves_only_complete_checkpoints(kernel, tmp_path):
+    kernel.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP)
+    kernel.ok("%%tfdist\nmodel = build()")
+    run_dir = str(tmp_path / "run")
+    # The chief dies after writing checkpoint 3's files, before committing it.
+    out = kernel.execute(
+        f"%%tfdist --checkpoint-dir {run_dir}\n"
+        "import tfmw_notebook.checkpoints as _ckpt\n"
+        "_commit = _ckpt.commit\n"
+        "def _dying_commit(temp, run_dir, epoch):\n"
+        "    if epoch == 3 and tfdist.is_chief:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return _commit(temp, run_dir, epoch)\n"
+        "_ckpt.commit = _dying_commit\n"
+        f"model.fit(train, epochs=5, steps_per_epoch={STEPS})", timeout=300)
+    assert out.status == "error" and "died" in out.error["evalue"]
+
+    listing = kernel.ok("from tfmw_notebook import checkpoints\n"
+                        f"print([c.name for c in checkpoints.list_checkpoints({run_dir!r})])\n"
+                        f"print(checkpoints.resolve({run_dir!r}).name)")
+    assert listing.stdout.split("\n")[:2] == ["['ckpt-000001', 'ckpt-000002']", "ckpt-000002"]
+    assert any(n.startswith(".tmp-") for n in os.listdir(run_dir))  # the cut-short save
+
+    # The previous checkpoint still restores, identically on every worker.
+    kernel.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP + "\nmodel = build()")
+    out = kernel.ok("from tfmw_notebook.magics import active_cluster\n"
+                    f"print(active_cluster().restore_checkpoint({run_dir + '/ckpt-000002'!r}, 'model'))")
+    digests = eval(out.stdout.strip().splitlines()[-1])
+    assert len(digests) == 2 and digests[0] == digests[1]
+
+
+def test_restored_weights_are_bit_identical_everywhere_and_in_the_notebook(kernel, tmp_path):
+    kernel.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP + "\nmodel = build()")
+    run_dir = str(tmp_path / "run")
+    kernel.ok(f"%%tfdist --checkpoint-dir {run_dir}\n"
+              f"model.fit(train, epochs=3, steps_per_epoch={STEPS})\n"
+              "trained = model.get_weights()", timeout=300)
+    kernel.ok("%%tfdist\nmodel = build()")  # fresh weights, different from the checkpoint
+    out = kernel.ok(
+        "import hashlib\nfrom tfmw_notebook.magics import active_cluster\n"
+        "from tfmw_notebook.checkpoint_actions import load_into_notebook\n"
+        f"path = {run_dir + '/ckpt-000003'!r}\n"
+        "workers = active_cluster().restore_checkpoint(path, 'model')\n"
+        "here = load_into_notebook(path)\n"
+        "d = hashlib.sha256()\n"
+        "for w in here.get_weights():\n    d.update(w.tobytes())\n"
+        "print(workers[0] == workers[1] == d.hexdigest())", timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "True"
+    same = on_every_worker(kernel, "all((a == b).all() for a, b in zip(model.get_weights(), trained))")
+    assert same == [True, True]
+
+
+def test_keep_last_and_keep_best_through_the_magic(kernel, tmp_path):
+    kernel.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP + "\nmodel = build()")
+    run_dir = str(tmp_path / "run")
+    kernel.ok(f"%%tfdist --checkpoint-dir {run_dir} --keep-last 2 --keep-best 1 --monitor loss\n"
+              f"h = model.fit(train, epochs=5, steps_per_epoch={STEPS})\nlosses = h.history['loss']",
+              timeout=300)
+    losses = on_every_worker(kernel, "losses")[0]
+    best = 1 + min(range(5), key=losses.__getitem__)
+    kept = sorted(n for n in os.listdir(run_dir) if n.startswith("ckpt-"))
+    assert kept == sorted({f"ckpt-{e:06d}" for e in (4, 5, best)})
+
+
+def test_fresh_kernel_continues_a_run_with_resume_from_latest(tmp_path):
+    first = KernelSession(cwd=str(tmp_path))
+    try:
+        first.ok("%load_ext tfmw_notebook\n%tfdist start -n 2", timeout=180)
+        first.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP + "\nmodel = build()")
+        first.ok(f"%%tfdist\nmodel.fit(train, epochs=3, steps_per_epoch={STEPS})", timeout=300)
+        first.ok("%tfdist stop")
+    finally:
+        first.shutdown()
+
+    second = KernelSession(cwd=str(tmp_path))
+    try:
+        second.ok("%load_ext tfmw_notebook\n%tfdist start -n 2", timeout=180)
+        second.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP + "\nmodel = build()")
+        out = second.ok(f"%%tfdist --resume-from latest\n"
+                        f"h = model.fit(train, epochs=5, steps_per_epoch={STEPS})\n"
+                        "done = [len(h.history['loss']), int(model.optimizer.iterations.numpy())]",
+                        timeout=300)
+        assert "resumed from ckpt-000003: epoch 3" in out.stderr
+        assert on_every_worker(second, "done") == [[2, 5 * STEPS]] * 2
+        runs = os.listdir(tmp_path / "tfdist_checkpoints")
+        assert len(runs) == 1  # the run went on in its own directory
+        names = sorted(n for n in os.listdir(tmp_path / "tfdist_checkpoints" / runs[0])
+                       if n.startswith("ckpt-"))
+        assert names == [f"ckpt-{e:06d}" for e in range(1, 6)]
+        second.ok("%tfdist stop")
+    finally:
+        second.shutdown()

@@ -1,0 +1,75 @@
+"""What a %%tfdist cell's Keras calls get, from the magic's flags and session settings.
+
+Pure: turns parsed arguments into the options dict the workers understand
+(see worker/keras_hooks.py), and names the run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from . import checkpoints
+
+
+def run_directory(checkpoint_dir: str | None, *, cwd: str, now: float | None = None) -> str:
+    """The run's directory: the one asked for, or a new one under ./tfdist_checkpoints/."""
+    if checkpoint_dir:
+        return os.path.abspath(os.path.join(cwd, os.path.expanduser(checkpoint_dir)))
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now if now is not None else time.time()))
+    base = os.path.join(cwd, checkpoints.DEFAULT_ROOT, f"run-{stamp}")
+    path, suffix = base, 1
+    while os.path.exists(path):  # two cells within one second
+        suffix += 1
+        path = f"{base}-{suffix}"
+    return path
+
+
+def backup_frequency(text: str) -> str | int:
+    """`--backup-every`: "epoch" or a number of steps."""
+    if text == "epoch":
+        return "epoch"
+    try:
+        steps = int(text)
+    except ValueError:
+        raise ValueError(f"--backup-every takes 'epoch' or a number of steps, got {text!r}") from None
+    if steps < 1:
+        raise ValueError(f"--backup-every takes 'epoch' or a number of steps >= 1, got {steps}")
+    return steps
+
+
+def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None,
+          cwd: str) -> tuple[dict, str | None]:
+    """The options dict for worker/keras_hooks.configure(), and the run directory.
+
+    `resume_next` is a checkpoint the picker chose for the next cell; an explicit
+    `--resume-from` wins over it.
+    """
+    resume = None
+    spec = args.resume_from or resume_next
+    if spec:
+        resume = checkpoints.resolve(spec, root=os.path.join(cwd, checkpoints.DEFAULT_ROOT)
+                                     ) if spec == "latest" else checkpoints.resolve(
+                                         os.path.join(cwd, spec))
+    saving = checkpointing and not args.no_checkpoint
+    if resume is not None and not args.checkpoint_dir:
+        run_dir = os.path.dirname(resume.path)  # continue the same run
+    elif saving or args.max_restarts:
+        run_dir = run_directory(args.checkpoint_dir, cwd=cwd)
+    else:
+        run_dir = None
+    options = {
+        "report": dashboard and not args.no_dashboard,
+        "quiet_progress": not args.raw_progress,
+        "checkpoint": None,
+        "backup": None,
+        "resume_from": resume.path if resume is not None else None,
+    }
+    if saving:
+        options["checkpoint"] = {"run_dir": run_dir, "every": args.checkpoint_every,
+                                 "keep_last": args.keep_last, "keep_best": args.keep_best,
+                                 "monitor": args.monitor, "mode": args.monitor_mode}
+    if args.max_restarts:
+        options["backup"] = {"dir": os.path.join(run_dir, "backup"),
+                             "save_freq": args.backup_every}
+    return options, run_dir

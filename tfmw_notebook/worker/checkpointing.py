@@ -1,0 +1,143 @@
+"""Chief-correct checkpoints written for the user, and restoring them.
+
+Every worker takes part in each save (under MultiWorkerMirroredStrategy a save
+may need all of them), each into its own temporary directory; only the chief's
+copy is committed, by renaming it into place, so a checkpoint is complete or
+absent even if a worker dies while writing. The others' copies are removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+
+from .. import checkpoints
+
+WEIGHTS = "weights"          # tf.train.Checkpoint prefix inside a checkpoint directory
+MODEL_JSON = "model.json"    # the architecture, so the notebook can rebuild the model
+
+
+def trackables(model) -> dict:
+    """What a checkpoint holds: the model, and its optimizer (to resume exactly)."""
+    found = {"model": model}
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None:
+        found["optimizer"] = optimizer
+    return found
+
+
+def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics: dict,
+         wall_time: float, policy: dict) -> str | None:
+    """Write checkpoint `epoch` of `model`; returns its path on the chief."""
+    import tensorflow as tf
+
+    temp = checkpoints.prepare_temp(run_dir, epoch, f"w{rank}-{uuid.uuid4().hex[:8]}")
+    try:
+        tf.train.Checkpoint(**trackables(model)).write(os.path.join(temp, WEIGHTS))
+        if not is_chief:
+            return None
+        try:
+            with open(os.path.join(temp, MODEL_JSON), "w") as out:
+                out.write(model.to_json())
+        except (NotImplementedError, TypeError, ValueError):
+            pass  # subclassed models have no JSON form; weights still restore into code
+        optimizer = getattr(model, "optimizer", None)
+        step = int(optimizer.iterations.numpy()) if optimizer is not None else None
+        checkpoints.write_meta(temp, {
+            "epoch": epoch, "step": step, "metrics": metrics, "wall_time": wall_time,
+            "saved_at": time.time(), "tf_version": tf.__version__,
+            "run": os.path.basename(os.path.normpath(run_dir)), "model": model.name,
+        })
+        final = checkpoints.commit(temp, run_dir, epoch)
+        temp = None
+        _apply_retention(run_dir, policy)
+        return final
+    finally:
+        if temp is not None and os.path.isdir(temp):
+            shutil.rmtree(temp, ignore_errors=True)
+
+
+def _apply_retention(run_dir: str, policy: dict) -> None:
+    if not (policy.get("keep_last") or policy.get("keep_best")):
+        return
+    for info in checkpoints.select_to_delete(
+            checkpoints.list_checkpoints(run_dir), keep_last=policy.get("keep_last"),
+            keep_best=policy.get("keep_best"), monitor=policy.get("monitor", "val_loss"),
+            mode=policy.get("mode", "min")):
+        checkpoints.delete_checkpoint(info)
+
+
+def restore(model, path: str) -> dict:
+    """Load checkpoint `path` into `model` (and its optimizer, once it has slots)."""
+    import tensorflow as tf
+
+    status = tf.train.Checkpoint(**trackables(model)).read(os.path.join(path, WEIGHTS))
+    status.expect_partial()  # optimizer slots restore when they are first created
+    with open(os.path.join(path, "meta.json")) as meta:
+        return json.load(meta)
+
+
+def restore_named(name: str, path: str) -> dict:
+    """Restore into the user's variable `name` on this worker (picker / API)."""
+    from IPython import get_ipython
+
+    namespace = get_ipython().user_ns
+    if name not in namespace:
+        raise NameError(f"no model named {name!r} on this worker: build it first, "
+                        "or type the name of the variable that holds it")
+    return restore(namespace[name], path)
+
+
+def weights_digest(name: str) -> str:
+    """A digest of a model's weights, to check that restores are bit-identical."""
+    import hashlib
+
+    from IPython import get_ipython
+
+    digest = hashlib.sha256()
+    for weight in get_ipython().user_ns[name].get_weights():
+        digest.update(weight.tobytes())
+    return digest.hexdigest()
+
+
+def make_callback(settings: dict, rank: int, is_chief: bool):
+    """A Keras callback that saves every `every` epochs into settings["run_dir"]."""
+    return _callback_class()(settings, rank, is_chief)
+
+
+_classes: dict = {}
+
+
+def _callback_class():
+    if "saver" in _classes:
+        return _classes["saver"]
+    import tensorflow as tf
+
+    class CheckpointSaver(tf.keras.callbacks.Callback):
+        def __init__(self, settings: dict, rank: int, is_chief: bool):
+            super().__init__()
+            self.settings, self.rank, self.is_chief = settings, rank, is_chief
+            self._started = time.monotonic()
+
+        def on_train_begin(self, logs=None):
+            self._started = time.monotonic()
+            if self.is_chief:
+                run_dir = self.settings["run_dir"]
+                checkpoints.ensure_run(run_dir, self.settings.get("workers", 0), tf.__version__)
+                checkpoints.clean_temp(run_dir)  # debris of a save cut short earlier
+
+        def on_epoch_end(self, epoch, logs=None):
+            done = epoch + 1
+            if done % self.settings.get("every", 1):
+                return
+            metrics = {k: float(v) for k, v in (logs or {}).items()
+                       if isinstance(v, (int, float)) or hasattr(v, "__float__")}
+            save(self.model, run_dir=self.settings["run_dir"], epoch=done, rank=self.rank,
+                 is_chief=self.is_chief, metrics=metrics,
+                 wall_time=time.monotonic() - self._started, policy=self.settings)
+
+    _classes["saver"] = CheckpointSaver
+    return CheckpointSaver
