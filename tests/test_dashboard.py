@@ -228,3 +228,11 @@ def test_format_duration():
     assert format_duration(42.4) == "42 s"
     assert format_duration(125) == "2 min 5 s"
     assert format_duration(3 * 3600 + 120) == "3 h 2 min"
+
+
+def test_summary_line_of_an_evaluate_only_run():
+    from tfmw_notebook.widgets.dashboard import summary_text
+
+    line = summary_text({"epochs": 0, "wall_time": 2.0, "final": {}, "workers": 2,
+                         "evaluation": {"loss": 0.5, "accuracy": 0.9}})
+    assert line.startswith("evaluate · ") and "loss 0.5" in line and "accuracy 0.9" in line

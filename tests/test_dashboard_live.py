@@ -33,6 +33,8 @@ def test_plain_fit_fills_the_store_like_keras_history(tf_kernel):
         "import json\nfrom tfmw_notebook.magics import active_cluster\n"
         "store = %tfdist history\n"
         "print(json.dumps({'store': [store.history(r) for r in range(2)],"
+        " 'last_batches': [[logs['loss'] for _, logs in store.batch_logs(r)][15::16]"
+        " for r in range(2)],"
         " 'keras': [active_cluster().pull(['keras_history'], rank=r)['keras_history']"
         " for r in range(2)]}))")
     seen = json.loads(check.stdout.strip().splitlines()[-1])
@@ -40,6 +42,9 @@ def test_plain_fit_fills_the_store_like_keras_history(tf_kernel):
         assert set(seen["store"][rank]) == {"loss", "mae", "val_loss", "val_mae"}
         assert seen["store"][rank] == seen["keras"][rank]
         assert len(seen["store"][rank]["loss"]) == 4
+        # The last batch's running loss is the epoch's loss: batch logs are not summed
+        # over the workers (tf-keras' default would double them).
+        assert seen["last_batches"][rank] == pytest.approx(seen["keras"][rank]["loss"], rel=1e-5)
 
 
 def test_custom_loop_reports_make_curves(tf_kernel):
@@ -49,6 +54,13 @@ def test_custom_loop_reports_make_curves(tf_kernel):
     check = tf_kernel.ok("store = %tfdist history\n"
                          "print([len(store.reports(r)) for r in range(2)])")
     assert check.stdout.strip() == "[6, 6]"
+
+
+def test_evaluate_alone_ends_with_its_results_not_an_empty_figure(tf_kernel):
+    out = tf_kernel.ok("%%tfdist\nmodel.evaluate(val)")
+    assert out.stdout.strip().startswith("evaluate · ")
+    assert "loss" in out.stdout
+    assert not any("image/png" in update for update in out.updates)
 
 
 def test_dashboard_off_for_a_cell_and_for_the_session(tf_kernel):

@@ -201,3 +201,21 @@ def test_a_second_fit_continues_the_x_axis_and_initial_epoch_is_respected():
     assert store.epoch_series(0)["loss"][0] == [1.0, 2.0, 3.0]
     assert store.history(0) == {"loss": [1.0, 0.5, 0.25]}
     assert store.progress(0).run == 3 and store.progress(0).fraction == 1.0
+
+
+def test_custom_loop_summary_counts_the_epochs_its_reports_reached():
+    store = MetricsStore()
+    store.feed([{"kind": "report", "rank": 0, "time": float(i), "step": i, "epoch": i / 10,
+                 "metrics": {"loss": 1.0 / (i + 1)}} for i in range(25)])
+    assert store.summary()["epochs"] == 3
+
+
+def test_evaluate_only_run_has_no_curves_but_a_summary():
+    store = MetricsStore()
+    store.feed([{"kind": "train_begin", "rank": 0, "time": 1.0, "epochs": None, "steps": 2,
+                 "mode": "evaluate"},
+                {"kind": "batch", "rank": 0, "time": 2.0, "epoch": 0, "step": 0,
+                 "logs": {"loss": 1.0}},
+                {"kind": "train_end", "rank": 0, "time": 3.0, "logs": {"loss": 0.5}}])
+    assert store.metric_names() == {}
+    assert store.summary()["evaluation"] == {"loss": 0.5}

@@ -5,11 +5,15 @@ same machinery as a Python API. Importing this package does not import
 TensorFlow: only the workers do.
 """
 
+from .checkpoint_actions import load_into_notebook as load_checkpoint
+from .checkpoints import list_checkpoints, list_runs
 from .cluster import RunResult, TFCluster
 from .errors import ClusterSetupError, NoClusterError, TFDistError, WorkerFailed
+from .magics import active_cluster
 
 __all__ = ["TFCluster", "RunResult", "TFDistError", "ClusterSetupError", "NoClusterError",
-           "WorkerFailed", "load_ipython_extension", "unload_ipython_extension"]
+           "WorkerFailed", "active_cluster", "list_checkpoints", "list_runs", "load_checkpoint",
+           "load_ipython_extension", "unload_ipython_extension"]
 __version__ = "0.1.0"
 
 

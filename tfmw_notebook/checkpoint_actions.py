@@ -33,7 +33,11 @@ def find_run(directory: str | None, last_run: str | None) -> str:
 def load_into_notebook(path: str):
     """Rebuild the saved model in this process (for predictions or inspection)."""
     import json
+    import sys
 
+    if "tensorflow" not in sys.modules:
+        # The first TF import here: keep its C++ start-up chatter out of the cell.
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         import tf_keras
     except ImportError:

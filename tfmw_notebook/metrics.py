@@ -364,6 +364,10 @@ class MetricsStore:
     def summary(self) -> dict[str, Any]:
         """epochs, wall_time (s), final metrics, and samples_per_second when workers sent samples."""
         epochs = max((len(w.epochs) for w in self._workers.values()), default=0)
+        if not epochs:  # a custom loop: the epochs its reports reached
+            reached = [r["epoch"] for w in self._workers.values() for r in w.reports
+                       if r["epoch"] is not None]
+            epochs = math.ceil(max(reached)) if reached else 0
         wall_time = None if self._first_time is None else self._last_time - self._first_time
         merged = self.epoch_series()
         final = {name: ys[-1] for name, (_, ys) in merged.items()} if merged else self.latest()

@@ -66,6 +66,12 @@ def progress_text(progress: WorkerProgress, behind: bool = False) -> str:
 
 def summary_text(summary: Mapping) -> str:
     """'3 epochs · 6.4 s · loss 0.1 · val_loss 0.2 · 1.2e+03 samples/s'"""
+    if not summary["epochs"] and summary.get("evaluation"):
+        parts = ["evaluate"]
+        if summary.get("wall_time") is not None:
+            parts.append(format_duration(summary["wall_time"]))
+        parts.append(format_metrics(summary["evaluation"]))
+        return " · ".join(parts)
     parts = [f"{summary['epochs']} epoch{'' if summary['epochs'] == 1 else 's'}"]
     if summary.get("wall_time") is not None:
         parts.append(format_duration(summary["wall_time"]))
@@ -117,7 +123,9 @@ def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height:
             if name in reports:
                 axes.plot(*_thinned(*reports[name]), color=color, linewidth=1.5, label=name)
         axes.set_title(panel)
-        axes.set_xlabel("epoch" if (batches or epochs) else "step")
+        by_epoch = batches or epochs or any(
+            r["epoch"] is not None for rank in store.ranks for r in store.reports(rank))
+        axes.set_xlabel("epoch" if by_epoch else "step")
         axes.grid(True, alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
             axes.legend(fontsize="small", loc="upper right")   # "best" is slow with many points

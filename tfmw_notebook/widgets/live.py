@@ -40,9 +40,12 @@ class LiveRun:
         if self._view is None:
             return
         if self._widgets:
-            from IPython.display import Image
+            from IPython.display import Image, Markdown
 
-            self._handle.update(Image(data=self._view.final_png(), format="png"))
+            if self.store.metric_names():
+                self._handle.update(Image(data=self._view.final_png(), format="png"))
+            else:  # evaluate() only: nothing to draw, the summary line says it all
+                self._handle.update(Markdown(""))
             self._view.widget.close()
         else:
             self._view.refresh(force=True)

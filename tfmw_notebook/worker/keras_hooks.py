@@ -19,7 +19,7 @@ from .reporting import EventPublisher, make_keras_callback
 _DEFAULTS = {"report": False, "quiet_progress": False, "checkpoint": None, "backup": None,
              "resume_from": None}
 _cell: dict = dict(_DEFAULTS, fits=0)
-_worker: dict = {"publisher": None, "rank": 0, "is_chief": True}
+_worker: dict = {"publisher": None, "rank": 0, "is_chief": True, "depth": 0}
 
 # Positions of `verbose`, `callbacks` and `initial_epoch` among the positional
 # arguments after `self`.
@@ -51,17 +51,29 @@ def install(publisher: EventPublisher, *, rank: int, is_chief: bool) -> None:
 def _wrapped(method, positions: dict[str, int], *, training: bool):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        if len(args) <= positions["callbacks"]:  # else: callbacks given positionally, leave as is
+        # fit() validates by calling evaluate(): that inner call gets nothing more.
+        outermost = _worker["depth"] == 0
+        if outermost and len(args) <= positions["callbacks"]:  # else: positional callbacks
             extra = _extra_callbacks(self, kwargs, args, positions, training)
             if extra:
                 kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
-        return method(self, *args, **kwargs)
+        _worker["depth"] += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            _worker["depth"] -= 1
 
     wrapper._tfmw_wrapped = True
     return wrapper
 
 
 def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training: bool) -> list:
+    if getattr(model, "_distribute_reduction_method", "unset") is None:
+        # tf-keras' "auto" sums the per-batch logs over replicas, though each replica
+        # already holds the synchronized metric: batch logs (the progress bar, user
+        # callbacks, the dashboard) would read N times too high. "first" is tf-keras'
+        # own choice for synchronized values.
+        model.distribute_reduction_method = "first"
     extra = []
     if _cell["report"] and _worker["publisher"] is not None:
         extra.append(make_keras_callback(_worker["publisher"]))
