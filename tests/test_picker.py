@@ -1,55 +1,14 @@
 """The checkpoint picker without a kernel: a recording comm stands in for the front end."""
 
-import itertools
-
-import comm
 import ipywidgets
 import pytest
 
 from tfmw_notebook.checkpoints import CheckpointInfo
 from tfmw_notebook.widgets.picker import CheckpointPicker, checkpoint_label, monitor_metric
 
+from fake_comm import PNG_SIGNATURE, RecordingComm, recording_comms  # noqa: F401 (fixture)
+
 pytestmark = pytest.mark.timeout(60)
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-class RecordingComm:
-    """Takes the place of a kernel comm: keeps every message a widget sends."""
-
-    _ids = itertools.count()
-
-    def __init__(self, **open_args):
-        self.comm_id = f"recording-comm-{next(self._ids)}"
-        self.kernel = "fake"               # widgets only send when their comm has a kernel
-        self.open_args = open_args
-        self.messages = []
-
-    def send(self, data=None, metadata=None, buffers=None):
-        self.messages.append((data, buffers))
-
-    def on_msg(self, callback):
-        pass
-
-    def close(self, *args, **kwargs):
-        pass
-
-    def updates(self, name):
-        """The values of trait `name` sent to the front end, oldest first."""
-        values = []
-        for data, buffers in self.messages:
-            if data.get("method") != "update":
-                continue
-            if name in data["state"]:
-                values.append(data["state"][name])
-            elif [name] in data.get("buffer_paths", []):      # bytes go as binary buffers
-                values.append(bytes(buffers[data["buffer_paths"].index([name])]))
-        return values
-
-
-@pytest.fixture(autouse=True)
-def recording_comms(monkeypatch):
-    monkeypatch.setattr(comm, "create_comm", lambda **open_args: RecordingComm(**open_args))
 
 
 def checkpoint(epoch, **metrics):

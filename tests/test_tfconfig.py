@@ -73,3 +73,11 @@ def test_engines_that_already_are_workers_are_reused_in_their_own_order():
     assert [(r.engine_id, r.endpoint) for r in reused] == [(8, "h:1"), (7, "h:2")]
     with pytest.raises(ValueError, match="already are TensorFlow workers"):
         tfconfig.existing_workers([EngineReport(7, "h", "x", 9, 70, config(1)), report(1)])
+
+
+def test_launch_environment_allows_an_early_import_only_without_per_rank_gpus():
+    env = tfconfig.launch_environment(0)
+    assert env == {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+                   "CUDA_VISIBLE_DEVICES": "-1"}
+    assert "TF_CONFIG" not in env  # not known before the handshake, not needed at import
+    assert tfconfig.launch_environment(1) is None

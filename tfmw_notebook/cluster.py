@@ -89,7 +89,8 @@ class TFCluster:
         """Start `n` local engines and make each a worker."""
         _check_settings(n, timeout, communication, gpus_per_worker)
         began = time.perf_counter()
-        group = EngineGroup.start(n, timeout=timeout, profile_dir=profile_dir)
+        group = EngineGroup.start(n, timeout=timeout, profile_dir=profile_dir,
+                                  environment=tfconfig.launch_environment(gpus_per_worker))
         return cls._bootstrapped(group, began, communication, gpus_per_worker, timeout)
 
     @classmethod

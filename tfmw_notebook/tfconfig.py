@@ -121,6 +121,16 @@ def threads_per_worker(cores: int, workers_on_host: int) -> int:
     return max(1, cores // max(1, workers_on_host))
 
 
+def launch_environment(gpus_per_worker: int) -> dict[str, str] | None:
+    """What every engine can get at launch, before ranks are known: everything TF
+    reads at import, so TF can be imported early. None when GPUs are split per
+    rank, which needs the rank first."""
+    if gpus_per_worker:
+        return None
+    return {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+            "CUDA_VISIBLE_DEVICES": visible_devices(0, 0)}
+
+
 def worker_environment(
     ranked: list[EngineReport], rank: int, *, gpus_per_worker: int = 0
 ) -> dict[str, str]:

@@ -39,7 +39,7 @@ class LiveRun:
         """Leave the curves as a PNG (no widget state needed to see them) and a summary."""
         if self._view is None:
             return
-        if self._widgets:
+        if self._widgets and self._handle is not None:
             from IPython.display import Image, Markdown
 
             if self.store.metric_names():
@@ -59,6 +59,7 @@ class LiveRun:
                 from .dashboard import Dashboard
 
                 self._view = Dashboard(self.store)
+                # None when no front end listens (a script): the view still collects.
                 self._handle = display(self._view.widget, display_id=True)
             else:
                 from .dashboard import TextReporter

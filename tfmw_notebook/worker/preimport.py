@@ -1,0 +1,21 @@
+"""Start importing TensorFlow the moment an engine starts (its startup command).
+
+TensorFlow takes seconds to import; doing it in a background thread lets that
+overlap with engine registration and the TF_CONFIG handshake. The engine's
+environment already holds what TF reads at import (TF_USE_LEGACY_KERAS, log
+level, hidden GPUs); TF_CONFIG is read later, when the strategy is created.
+The bootstrap's own `import tensorflow` waits for this import to finish and
+reports any error it raised.
+"""
+
+import threading
+
+
+def _import_tensorflow() -> None:
+    try:
+        import tensorflow  # noqa: F401
+    except BaseException:
+        pass  # the bootstrap imports again and says what is wrong
+
+
+threading.Thread(target=_import_tensorflow, name="tfmw-preimport", daemon=True).start()
