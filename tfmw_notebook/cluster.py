@@ -137,17 +137,14 @@ class TFCluster:
         ranked = tfconfig.order_ranks(reports)
         tfconfig.check_endpoints(ranked)
         self.workers = ranked
-        per_host = {r.host: sum(1 for o in ranked if o.host == r.host) for r in ranked}
         settings = []
-        for rank, report in enumerate(ranked):
+        for rank in range(len(ranked)):
             settings.append(({
                 "rank": rank,
                 "world_size": len(ranked),
                 "env": tfconfig.worker_environment(ranked, rank,
                                                    gpus_per_worker=self.gpus_per_worker),
                 "communication": self.communication,
-                "threads": 0,
-                "workers_on_host": per_host[report.host],
             },))
         infos = self._call_each([r.engine_id for r in ranked], "tfmw_notebook.worker.bootstrap",
                                 "bootstrap", settings, what="bootstrap")

@@ -116,11 +116,6 @@ def visible_devices(local_rank: int, gpus_per_worker: int) -> str:
     return ",".join(str(i) for i in range(first, first + gpus_per_worker))
 
 
-def threads_per_worker(cores: int, workers_on_host: int) -> int:
-    """An even share of a host's cores (at least one) for one worker."""
-    return max(1, cores // max(1, workers_on_host))
-
-
 def launch_environment(gpus_per_worker: int) -> dict[str, str] | None:
     """What every engine can get at launch, before ranks are known: everything TF
     reads at import, so TF can be imported early. None when GPUs are split per

@@ -59,7 +59,7 @@ def bootstrap(settings: dict) -> dict:
     """Configure this engine as worker `settings["rank"]` and publish its names.
 
     `settings` holds: rank, world_size, env (str -> str), communication
-    ("auto" | "ring" | "nccl"), threads (0 = TF's default).
+    ("auto" | "ring" | "nccl").
     Returns facts for the status line.
     """
     started = time.perf_counter()
@@ -72,10 +72,8 @@ def bootstrap(settings: dict) -> dict:
 
     # MWMS logs every all-reduce it builds at INFO; N workers would repeat it.
     tf.get_logger().setLevel("WARNING")
-    threads = settings.get("threads") or 0
-    if threads:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
+    # TF's thread pools stay at their defaults: dividing the cores among co-located
+    # workers was measured no faster and less steady (benchmarks/, --threads-experiment).
 
     implementation = {
         "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
