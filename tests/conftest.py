@@ -32,3 +32,18 @@ def tf_kernel(tmp_path_factory):
         session.execute("%tfdist stop", timeout=60)
     finally:
         session.shutdown()
+
+
+@pytest.fixture(scope="session")
+def terminal_shell():
+    """IPython's in-process test shell (a terminal shell: no kernel, no widgets).
+
+    It can be started once per process; later calls to the getter imported from
+    globalipapp would return None, so every test takes it from here.
+    """
+    from IPython.testing import globalipapp
+
+    globalipapp.start_ipython()
+    shell = globalipapp.get_ipython()
+    shell.run_line_magic("load_ext", "tfmw_notebook")
+    return shell

@@ -3,16 +3,14 @@
 import re
 
 import pytest
-from IPython.testing.globalipapp import get_ipython
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
-def shell(tmp_path, monkeypatch):
+def shell(terminal_shell, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # fit() saves checkpoints under the working directory
-    ip = get_ipython()
-    ip.run_line_magic("load_ext", "tfmw_notebook")
+    ip = terminal_shell
     ip.run_line_magic("tfdist", "start -n 2")
     try:
         yield ip

@@ -3,16 +3,17 @@ and nothing lost (the cluster and the notebook's variables survive)."""
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import get_ipython
+
+from tfmw_notebook import magics
 
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture(scope="module")
-def ip():
-    shell = get_ipython()
-    shell.run_line_magic("load_ext", "tfmw_notebook")
-    return shell
+@pytest.fixture
+def ip(terminal_shell, monkeypatch):
+    # A fresh session: no cluster and no recorded training, whatever ran before.
+    monkeypatch.setattr(magics, "_active", {})
+    return terminal_shell
 
 
 @pytest.mark.parametrize("line, message", [
