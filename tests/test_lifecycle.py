@@ -1,0 +1,76 @@
+"""`%tfdist stop` and kernel shutdown end every process the cluster started and free its ports."""
+
+import json
+import socket
+import time
+
+import psutil
+import pytest
+
+from kernel_session import KernelSession
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def started_processes(kernel):
+    """Every process below the kernel: controller, engines and their helpers."""
+    return [p for p in psutil.Process(kernel.kernel_pid()).children(recursive=True)
+            if p.is_running()]
+
+
+def wait_gone(processes, seconds):
+    deadline = time.monotonic() + seconds
+    alive = processes
+    while alive and time.monotonic() < deadline:
+        time.sleep(0.1)
+        alive = [p for p in processes
+                 if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    return alive
+
+
+def tf_ports(kernel):
+    out = kernel.ok("import json\nfrom tfmw_notebook.magics import active_cluster\n"
+                    "print(json.dumps([w.port for w in active_cluster().workers]))")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def port_is_free(port):
+    """Nothing listens on it (SO_REUSEADDR: connections in TIME_WAIT don't count)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def test_stop_ends_every_process_and_frees_the_ports(tmp_path):
+    kernel = KernelSession(cwd=str(tmp_path))
+    try:
+        kernel.ok("%load_ext tfmw_notebook\n%tfdist start -n 2", timeout=180)
+        ports = tf_ports(kernel)
+        processes = started_processes(kernel)
+        assert len(processes) >= 3  # the controller and two engines at least
+        assert not any(port_is_free(port) for port in ports)  # TF's servers listen
+
+        assert kernel.ok("%tfdist stop", timeout=60).stdout.strip() == "stopped 2 workers"
+        assert wait_gone(processes, 15) == []
+        assert all(port_is_free(port) for port in ports)
+        # ...and the kernel can start a new cluster afterwards.
+        kernel.ok("%tfdist start -n 2", timeout=180)
+        assert kernel.ok("%%tfdist\ntfdist.world_size").results[-1]["text/plain"] == "2"
+        kernel.ok("%tfdist stop", timeout=60)
+    finally:
+        kernel.shutdown()
+
+
+def test_kernel_shutdown_ends_the_cluster(tmp_path):
+    kernel = KernelSession(cwd=str(tmp_path))
+    try:
+        kernel.ok("%load_ext tfmw_notebook\n%tfdist start -n 2", timeout=180)
+        processes = started_processes(kernel)
+        assert len(processes) >= 3
+    finally:
+        kernel.shutdown()  # no %tfdist stop: what a kernel restart does
+    assert wait_gone(processes, 30) == []
