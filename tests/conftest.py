@@ -22,16 +22,10 @@ def tf_kernel(tmp_path_factory):
 
     It runs in a temporary directory: fit() saves checkpoints under the working directory.
     """
-    from kernel_session import KernelSession
+    from kernel_session import kernel_with_cluster
 
-    session = KernelSession(cwd=str(tmp_path_factory.mktemp("tf-kernel")))
-    try:
-        session.ok("%load_ext tfmw_notebook", timeout=60)
-        session.ok("%tfdist start -n 2", timeout=180)
+    with kernel_with_cluster(str(tmp_path_factory.mktemp("tf-kernel"))) as session:
         yield session
-        session.execute("%tfdist stop", timeout=60)
-    finally:
-        session.shutdown()
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import os
 import queue
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from jupyter_client.manager import KernelManager
@@ -95,3 +96,17 @@ class KernelSession:
             self.client.stop_channels()
         finally:
             self.km.shutdown_kernel(now=False)
+
+
+@contextmanager
+def kernel_with_cluster(cwd: str, workers: int = 2):
+    """A kernel in `cwd` (fit() saves checkpoints there) with a started cluster;
+    stopped and shut down afterwards."""
+    session = KernelSession(cwd=cwd)
+    try:
+        session.ok("%load_ext tfmw_notebook", timeout=60)
+        session.ok(f"%tfdist start -n {workers}", timeout=180)
+        yield session
+        session.execute("%tfdist stop", timeout=60)
+    finally:
+        session.shutdown()

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from kernel_session import KernelSession
+from kernel_session import KernelSession, kernel_with_cluster
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -41,16 +41,8 @@ class Faults(tf.keras.callbacks.Callback):
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("ckpt-kernel")
-    session = KernelSession(cwd=str(workdir))
-    session.workdir = workdir
-    try:
-        session.ok("%load_ext tfmw_notebook")
-        session.ok("%tfdist start -n 2", timeout=180)
+    with kernel_with_cluster(str(tmp_path_factory.mktemp("ckpt-kernel"))) as session:
         yield session
-        session.execute("%tfdist stop", timeout=60)
-    finally:
-        session.shutdown()
 
 
 def on_every_worker(kernel, expression):

@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from kernel_session import KernelSession
+from kernel_session import kernel_with_cluster
 from seed_code import MNIST_SETUP
 
 pytestmark = pytest.mark.timeout(420)
@@ -34,14 +34,8 @@ model.fit(mnist_dataset(64), epochs={epochs}, steps_per_epoch=50, verbose=0, cal
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    session = KernelSession(cwd=str(tmp_path_factory.mktemp("fault-kernel")))
-    try:
-        session.ok("%load_ext tfmw_notebook")
-        session.ok("%tfdist start -n 2", timeout=180)
+    with kernel_with_cluster(str(tmp_path_factory.mktemp("fault-kernel"))) as session:
         yield session
-        session.execute("%tfdist stop", timeout=60)
-    finally:
-        session.shutdown()
 
 
 def worker_processes(kernel):

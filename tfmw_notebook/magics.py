@@ -33,34 +33,22 @@ def stop_active_cluster() -> None:
         cluster.stop()
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
+def _number(convert, name: str, wanted: str, acceptable):
+    """An argparse type: `convert` the text, then check it; errors say what was expected."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {name}, got {text!r}") from None
+        if not acceptable(value):
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {value:g}")
+        return value
+    return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {value:g}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
+_count = _number(int, "a whole number", "a whole number >= 1", lambda value: value >= 1)
+_non_negative = _number(int, "a whole number", "0 or more", lambda value: value >= 0)
+_seconds = _number(float, "seconds", "seconds > 0", lambda value: value > 0)
 
 
 class _Parser(MagicArgumentParser):
