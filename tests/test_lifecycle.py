@@ -1,6 +1,9 @@
-"""`%tfdist stop` and kernel shutdown end every process the cluster started and free its ports."""
+"""`%tfdist stop`, kernel shutdown and a killed kernel end every process the cluster
+started; stop frees TF's ports."""
 
 import json
+import os
+import signal
 import socket
 import time
 
@@ -74,3 +77,18 @@ def test_kernel_shutdown_ends_the_cluster(tmp_path):
     finally:
         kernel.shutdown()  # no %tfdist stop: what a kernel restart does
     assert wait_gone(processes, 30) == []
+
+
+def test_a_killed_kernel_takes_its_cluster_with_it(tmp_path):
+    """SIGKILL (OOM, a forced restart) skips every exit handler: the controller and
+    engines notice they lost their parent and end themselves."""
+    kernel = KernelSession(cwd=str(tmp_path))
+    try:
+        kernel.ok("%load_ext tfmw_notebook\n%tfdist start -n 2", timeout=180)
+        processes = started_processes(kernel)
+        assert len(processes) >= 3
+        assert "tfmw_notebook" not in kernel.ok("%%tfdist\nsorted(dir())").results[-1]["text/plain"]
+        os.kill(kernel.kernel_pid(), signal.SIGKILL)
+        assert wait_gone(processes, 20) == []
+    finally:
+        kernel.client.stop_channels()

@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import time
 
 import ipyparallel as ipp
@@ -24,7 +25,7 @@ _POLL = 0.05
 # 3 s period that alone made start-up ~5 s slower. Beats are answered by zmq in a
 # C thread, so a busy engine still answers; 20 misses (5 s) mark one dead.
 _CONTROLLER_ARGS = ["--HeartMonitor.period=250", "--HeartMonitor.max_heartmonitor_misses=20"]
-_PREIMPORT_COMMAND = "--IPEngine.startup_command=import tfmw_notebook.worker.preimport"
+_CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.controller"]
 
 
 def pid_alive(pid: int) -> bool:
@@ -66,7 +67,7 @@ class EngineGroup:
     @classmethod
     def start(cls, n: int, *, timeout: float, profile_dir: str | None = None,
               environment: dict[str, str] | None = None) -> "EngineGroup":
-        """Start a controller and `n` local engines.
+        """Start a controller and `n` local engines, all ended with this process.
 
         `environment`: set in each engine at launch; with it, engines start
         importing TensorFlow at once (see worker/preimport.py).
@@ -76,12 +77,17 @@ class EngineGroup:
         # the cell; we report failures ourselves.
         cluster = ipp.Cluster(n=n, delay=0, log_level=logging.ERROR,
                               controller_args=_CONTROLLER_ARGS, **kwargs)
-        engine_kwargs = {}
+        # Our engines end with this kernel; with the environment TF needs at import,
+        # they also start importing TensorFlow at once (see worker/preimport.py).
+        # (__import__: the startup command runs in the user's namespace; bind nothing there)
+        startup = "__import__('tfmw_notebook.orphan_guard', fromlist=['start']).start()"
+        engine_kwargs: dict = {}
         if environment is not None:
-            engine_kwargs = {"environment": dict(environment),
-                             "engine_args": [_PREIMPORT_COMMAND]}
+            startup += "; __import__('tfmw_notebook.worker.preimport')"
+            engine_kwargs["environment"] = dict(environment)
+        engine_kwargs["engine_args"] = [f"--IPEngine.startup_command={startup}"]
         try:
-            cluster.start_controller_sync()
+            cluster.start_controller_sync(controller_cmd=_CONTROLLER_COMMAND)
             cluster.start_engines_sync(n, **engine_kwargs)
             client = cluster.connect_client_sync()
         except KeyboardInterrupt:
