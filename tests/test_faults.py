@@ -81,13 +81,20 @@ def assert_cluster_works(kernel):
     assert out.results[-1]["text/plain"] == "2.0"
 
 
-def test_exception_on_rank_1_is_shown_fast_and_cluster_recovers(kernel, tmp_path):
-    marker = str(tmp_path / "raised")
+def fit_with_fault(kernel, marker, *, rank, batch, epochs, action):
+    """Run the tutorial's fit with a fault at (rank, batch); returns the cell's output
+    and the processes the workers had before it."""
     kernel.ok("%%tfdist\n" + MNIST_SETUP)
     _, old = worker_processes(kernel)
-    code = FIT_WITH_FAULT.format(rank=1, batch=20, marker=marker, epochs=2,
-                                 action="raise ValueError('injected fault at batch 20')")
-    out = kernel.execute("%%tfdist\n" + code, timeout=240)
+    code = FIT_WITH_FAULT.format(rank=rank, batch=batch, marker=marker, epochs=epochs,
+                                 action=action)
+    return kernel.execute("%%tfdist\n" + code, timeout=240), old
+
+
+def test_exception_on_rank_1_is_shown_fast_and_cluster_recovers(kernel, tmp_path):
+    marker = str(tmp_path / "raised")
+    out, old = fit_with_fault(kernel, marker, rank=1, batch=20, epochs=2,
+                              action="raise ValueError('injected fault at batch 20')")
 
     assert out.status == "error"
     assert out.error["ename"] == "WorkerFailed"
@@ -106,11 +113,8 @@ def test_exception_on_rank_1_is_shown_fast_and_cluster_recovers(kernel, tmp_path
 
 def test_killed_engine_is_noticed_and_cluster_recovers(kernel, tmp_path):
     marker = str(tmp_path / "killed")
-    kernel.ok("%%tfdist\n" + MNIST_SETUP)
-    _, old = worker_processes(kernel)
-    code = FIT_WITH_FAULT.format(rank=1, batch=10, marker=marker, epochs=2,
-                                 action="os.kill(os.getpid(), signal.SIGKILL)")
-    out = kernel.execute("%%tfdist\n" + code, timeout=240)
+    out, old = fit_with_fault(kernel, marker, rank=1, batch=10, epochs=2,
+                              action="os.kill(os.getpid(), signal.SIGKILL)")
 
     assert out.status == "error"
     assert out.error["ename"] == "WorkerFailed"
