@@ -12,7 +12,9 @@ import io
 import itertools
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -21,6 +23,7 @@ from . import tfconfig
 from .engines import EngineGroup, is_this_host, pid_alive
 from .errors import ClusterSetupError, NoClusterError, TFDistError, WorkerFailed
 from .output import OutputRelay
+from .state_log import LoggedStep, RestoreReport, StateLog, merge_fit_records
 from .tfconfig import EngineReport
 
 COMMUNICATIONS = ("auto", "ring", "nccl")
@@ -30,6 +33,10 @@ RETRYABLE_ERRORS = frozenset({"UnavailableError", "AbortedError", "CancelledErro
                               "DeadlineExceededError"})
 _POLL = 0.05
 _DRAIN_SECONDS = 5.0
+# After one rank raised, how long the others get to finish before they are taken
+# to be blocked in a collective (then the group is restarted).
+ERROR_GRACE = 3.0
+_PROBE_SECONDS = 10.0
 _cell_numbers = itertools.count(1)
 
 
@@ -40,6 +47,7 @@ class RunResult:
     display: dict | None
     seconds: float
     data: list[dict] = field(default_factory=list)  # per rank: what the rank published
+    fits: list[list[dict]] = field(default_factory=list)  # per rank: each fit's end state
 
 
 class RemoteValue:
@@ -75,10 +83,13 @@ class TFCluster:
         self.started_seconds = 0.0
         self.restarts = 0
         self._group_size = 0  # workers wanted, also while there are none
-        # ("push", values) and ("cell", source) that ran on the current workers, in
-        # order: what a restart inside `run(max_restarts=...)` replays to give the
-        # workers back their names.
-        self._replay_log: list[tuple[str, Any]] = []
+        # Pushes and successful cells that ran on the current workers, in order:
+        # what a restart after a failure replays to give the workers their state.
+        self._state = StateLog()
+        self.restore_state = True   # keep end-of-fit state; restore after restarts
+        self.error_grace = ERROR_GRACE
+        self._state_dir: str | None = None
+        self.last_restore: RestoreReport | None = None
         self._running: str | None = None
 
     # -- construction -------------------------------------------------------
@@ -150,19 +161,21 @@ class TFCluster:
                                 "bootstrap", settings, what="bootstrap")
         self.tf_version = infos[0]["tf_version"]
 
-    def _call_each(self, ids, module, function, args_per_engine, *, what) -> list:
+    def _call_each(self, ids, module, function, args_per_engine, *, what,
+                   timeout: float | None = None) -> list:
         """Call module.function on each engine with its own args; all replies or an error."""
         client = self._group.client
         futures = [client[eid].apply_async(_call_worker_function, module, function, *args)
                    for eid, args in zip(ids, args_per_engine)]
-        deadline = time.monotonic() + self.timeout
+        timeout = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + timeout
         results = []
         for rank_or_index, future in enumerate(futures):
             remaining = max(0.0, deadline - time.monotonic())
             if not future.wait(remaining):
                 raise ClusterSetupError(
                     f"engine {ids[rank_or_index]} did not finish the {what} within "
-                    f"{self.timeout:g} s; raise --timeout or check that engine"
+                    f"{timeout:g} s; raise --timeout or check that engine"
                 )
             try:
                 results.append(future.get())
@@ -180,7 +193,7 @@ class TFCluster:
 
     def run(self, source: str, *, timeout: float | None = None, all_output: bool = False,
             want_display: bool = True, stdout=None, stderr=None,
-            options: dict | None = None, max_restarts: int = 0,
+            options: dict | None = None, max_restarts: int = 0, restore: bool | None = None,
             on_data: Callable[[int, dict], None] | None = None) -> RunResult:
         """Run `source` on every worker inside the shared strategy's scope.
 
@@ -189,34 +202,49 @@ class TFCluster:
         arrive in `on_data(rank, published_data)` while the cell runs;
         "checkpoint", "backup", "resume_from", "quiet_progress".
 
-        Raises WorkerFailed (after bringing the workers back) if any worker
-        raises or dies, on timeout, or on KeyboardInterrupt. With
-        `max_restarts`, a worker that dies or fails with a retryable error
-        instead restarts the group, replays the cells that defined the
-        workers' variables, and runs the cell again (resuming from its
-        automatic backup when `options["backup"]` is set).
+        Raises WorkerFailed if any worker raises or dies, on timeout, or on
+        KeyboardInterrupt. When every worker finished the cell (each raised or
+        returned) and they still agree on their collectives, the workers are
+        kept as they are. Otherwise the group is restarted and, with `restore`
+        (default: `self.restore_state`), the earlier cells are replayed
+        quietly, each fit() giving back the state it ended with instead of
+        training again. With `max_restarts`, a worker that dies or fails with
+        a retryable error instead restarts and restores the group and runs the
+        cell again (resuming from its automatic backup when
+        `options["backup"]` is set).
         """
         if not isinstance(max_restarts, int) or max_restarts < 0:
             raise ValueError(f"Invalid value for argument `max_restarts`. Received: "
                              f"max_restarts={max_restarts!r}. Expected an integer >= 0")
         self._require_workers()
         compile(source, "<tfdist cell>", "exec")  # callers compile first; cheap guard
-        replay_log = list(self._replay_log)
+        restore = self.restore_state if restore is None else restore
         restarts = 0
         while True:
+            options_now = dict(options or {}, **self._state_options())
             try:
                 result = self._run_once(source, timeout=timeout, all_output=all_output,
                                         want_display=want_display, stdout=stdout, stderr=stderr,
-                                        options=options or {}, on_data=on_data)
-                self._replay_log.append(("cell", source))
-                return result
-            except WorkerFailed as failure:
+                                        options=options_now, on_data=on_data)
+            except _CellFault as fault:
+                # --max-restarts needs the earlier cells' names to run this one again.
+                failure = self._recover(fault, replay=restore or max_restarts > 0)
                 if not (failure.recovered and failure.retryable and restarts < max_restarts):
-                    raise
+                    raise failure from None
                 restarts += 1
-                _notice(f"tfdist: restart {restarts} of {max_restarts} after: {failure.summary}; "
-                        f"replaying {len(replay_log)} earlier cell(s), then this one")
-                self._replay(replay_log)
+                _notice(f"tfdist: restart {restarts} of {max_restarts} after: "
+                        f"{failure.summary}; running the cell again")
+                continue
+            self._state.add_cell(source, merge_fit_records(result.fits))
+            return result
+
+    def _state_options(self) -> dict:
+        """Where the workers keep what each fit ended with (nothing if restore is off)."""
+        if not self.restore_state:
+            return {"state_dir": None}
+        if self._state_dir is None:
+            self._state_dir = tempfile.mkdtemp(prefix="tfmw-state-")
+        return {"state_dir": self._state_dir, "cell_id": f"cell-{next(_cell_numbers)}"}
 
     def _run_once(self, source, *, timeout, all_output, want_display, stdout, stderr,
                   options, on_data) -> RunResult:
@@ -235,48 +263,83 @@ class TFCluster:
             self._watch(futures, relay, deadline, timeout, on_data)
         finally:
             self._running = None
-        display = futures[0].get()
-        return RunResult(display=display, seconds=time.perf_counter() - began,
-                         data=[dict(f.data) for f in futures])
-
-    def _replay(self, log: list[tuple[str, Any]]) -> None:
-        """Push and run again, quietly and in order, what gave the workers their names."""
-        self._replay_log = []
-        quiet = io.StringIO()
-        for kind, what in log:
-            if kind == "push":
-                self.push(what)
-            else:
-                self._run_once(what, timeout=None, all_output=False, want_display=False,
-                               stdout=quiet, stderr=quiet, options={}, on_data=None)
-                self._replay_log.append((kind, what))
+        outcomes = [future.get() for future in futures]
+        return RunResult(display=outcomes[0]["display"], seconds=time.perf_counter() - began,
+                         data=[dict(f.data) for f in futures],
+                         fits=[outcome["fits"] for outcome in outcomes])
 
     def _watch(self, futures, relay, deadline, timeout, on_data) -> None:
-        """Wait for every rank, and act on the first that fails, dies or overruns."""
+        """Wait for every rank; raise _CellFault on the first that fails, dies or overruns.
+
+        After a rank raised, the others get `error_grace` seconds to finish: if
+        they all do, the workers may be kept; one still running is taken to be
+        blocked in a collective that will never complete.
+        """
+        first_error, grace_ends = None, None
         try:
             while True:
-                relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""), self.size)
-                if on_data is not None:
-                    for rank, future in enumerate(futures):
-                        on_data(rank, future.data)
-                failed = next((r for r, f in enumerate(futures) if f.done() and f.exception()),
-                              None)
-                if failed is not None:
-                    relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""),
-                               self.size)
-                    self._fail_rank(failed, futures[failed].exception())
+                self._take_in(futures, relay, on_data)
+                if first_error is None:
+                    failed = next((r for r, f in enumerate(futures)
+                                   if f.done() and f.exception()), None)
+                    if failed is not None:
+                        first_error = self._first_error(failed, futures, relay)
+                        grace_ends = time.monotonic() + self.error_grace
                 dead = self._dead_ranks()
                 if dead:
-                    self._fail_dead(dead)
+                    raise self._death(dead)
                 if all(f.done() for f in futures):
                     self._drain(futures, relay, on_data)
+                    if first_error is not None:
+                        raise self._error_fault(first_error, futures, all_finished=True)
                     return
+                if first_error is not None and time.monotonic() > grace_ends:
+                    raise self._error_fault(first_error, futures, all_finished=False)
                 if deadline is not None and time.monotonic() > deadline:
-                    self._fail(f"the cell ran past --timeout {timeout:g} s; every worker was "
-                               "stopped", reason="timeout")
+                    raise _CellFault(f"the cell ran past --timeout {timeout:g} s; every "
+                                     "worker was stopped", reason="timeout")
                 futures[0].wait(_POLL)
         except KeyboardInterrupt:
-            self._fail("interrupted: training was stopped on every worker", reason="interrupt")
+            raise _CellFault("interrupted: training was stopped on every worker",
+                             reason="interrupt") from None
+
+    def _take_in(self, futures, relay, on_data) -> None:
+        relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""), self.size)
+        if on_data is not None:
+            for rank, future in enumerate(futures):
+                on_data(rank, future.data)
+
+    def _first_error(self, rank: int, futures, relay) -> tuple[int, BaseException]:
+        """Show the first failing rank's traceback at once; remember it."""
+        exc = futures[rank].exception()
+        if _is_engine_death(exc):
+            raise self._death([rank])
+        relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""), self.size)
+        text = _remote_traceback(exc)
+        if text:
+            sys.stderr.write(_prefixed(text, rank))
+            sys.stderr.flush()
+        return rank, exc
+
+    def _error_fault(self, first_error, futures, *, all_finished: bool) -> "_CellFault":
+        rank, exc = first_error
+        errors = [f.exception() for f in futures if f.done() and f.exception()]
+        died = [r for r, f in enumerate(futures)
+                if f.done() and f.exception() and _is_engine_death(f.exception())]
+        if died:
+            return self._death(died)
+        ename = getattr(exc, "ename", "") or type(exc).__name__
+        evalue = str(getattr(exc, "evalue", "") or "")
+        return _CellFault(
+            f"worker {rank} failed: {_remote_summary(exc)}", reason="error", rank=rank,
+            traceback=_remote_traceback(exc), all_finished=all_finished,
+            retryable=any(getattr(e, "ename", "") in RETRYABLE_ERRORS for e in errors),
+            error_name=ename, error_value=evalue)
+
+    def _death(self, ranks: list[int]) -> "_CellFault":
+        names = ", ".join(f"{r} (pid {self.workers[r].pid} on {self.workers[r].host})"
+                          for r in ranks)
+        return _CellFault(f"worker {names} died", reason="died", rank=ranks[0], retryable=True)
 
     def _drain(self, futures, relay, on_data) -> None:
         """Take in what the workers printed or published just before they finished.
@@ -287,10 +350,7 @@ class TFCluster:
         deadline = time.monotonic() + _DRAIN_SECONDS
         for future in futures:
             future.wait_for_output(max(0.0, deadline - time.monotonic()))
-        relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""), self.size)
-        if on_data is not None:
-            for rank, future in enumerate(futures):
-                on_data(rank, future.data)
+        self._take_in(futures, relay, on_data)
 
     def _dead_ranks(self) -> list[int]:
         registered = self._group.registered()
@@ -302,27 +362,29 @@ class TFCluster:
                 dead.append(rank)
         return dead
 
-    def _fail_rank(self, rank: int, exc: BaseException) -> None:
-        text = _remote_traceback(exc)
-        if _is_engine_death(exc):
-            self._fail_dead([rank])
-        summary = _remote_summary(exc)
-        sys.stderr.write(_prefixed(text, rank) if text else "")
-        sys.stderr.flush()
-        retryable = getattr(exc, "ename", "") in RETRYABLE_ERRORS
-        self._fail(f"worker {rank} failed: {summary}", reason="error", rank=rank, traceback=text,
-                   retryable=retryable)
+    # -- after a failure: keep, or restart and restore --------------------------
 
-    def _fail_dead(self, ranks: list[int]) -> None:
-        names = ", ".join(f"{r} (pid {self.workers[r].pid} on {self.workers[r].host})"
-                          for r in ranks)
-        self._fail(f"worker {names} died", reason="died", rank=ranks[0], retryable=True)
+    def _recover(self, fault: "_CellFault", *, replay: bool) -> WorkerFailed:
+        """Keep the workers when that is safe, else restart them (and restore their state).
 
-    def _fail(self, message: str, *, reason: str, rank: int | None = None,
-              traceback: str = "", retryable: bool = False) -> None:
+        The rule: keep them when every worker finished the cell (each raised or
+        returned), none died, no error says a peer or a collective failed, the
+        workers' collective counters agree and a test all-reduce succeeds.
+        """
         detected = time.monotonic()
-        sys.stderr.write(f"tfdist: {message}; restarting the workers...\n")
-        sys.stderr.flush()
+        details = dict(rank=fault.rank, traceback=fault.traceback, reason=fault.reason,
+                       detected_at=detected, retryable=fault.retryable, summary=fault.message,
+                       error_name=fault.error_name, error_value=fault.error_value)
+        why_restart = ""
+        if fault.all_finished and not fault.retryable:
+            why_restart = self._why_not_keep()
+            if not why_restart:
+                return WorkerFailed(
+                    f"{fault.message}. Every worker finished the cell, so the workers were "
+                    "kept: names from earlier cells are still defined", kept=True, **details)
+            why_restart = f" ({why_restart})"
+        _notice(f"tfdist: {fault.message}; restarting the workers{why_restart}...")
+        log = self._state.snapshot()
         try:
             if not self._group.can_restart():
                 # Stuck in collectives, they are of no use: end them, then say why
@@ -331,15 +393,63 @@ class TFCluster:
                 self.workers = []
             self.restart()
         except TFDistError as exc:
-            raise WorkerFailed(f"{message}; the workers could not be restarted: {exc}",
-                               rank=rank, traceback=traceback, reason=reason,
-                               detected_at=detected, summary=message) from None
-        raise WorkerFailed(
-            f"{message}. The workers were restarted in {self.last_restart_seconds:.1f} s: "
-            "their variables were reset, run the cells that define them again",
-            rank=rank, traceback=traceback, reason=reason, detected_at=detected,
-            recovered=True, retryable=retryable, summary=message,
-        )
+            return WorkerFailed(f"{fault.message}; the workers could not be restarted: {exc}",
+                                **details)
+        restarted = f"The workers were restarted in {self.last_restart_seconds:.1f} s"
+        if not (replay and log):
+            return WorkerFailed(f"{fault.message}. {restarted}: their variables were reset, run "
+                                "the cells that define them again", recovered=True, **details)
+        report = self._restore(log)
+        return WorkerFailed(f"{fault.message}. {restarted} and {report.line()}",
+                            recovered=True, restored=report.line(), **details)
+
+    def _why_not_keep(self) -> str:
+        """Empty if the workers can go on together; else why they cannot."""
+        ids = [w.engine_id for w in self.workers]
+        module = "tfmw_notebook.worker.collectives"
+        try:
+            positions = self._call_each(ids, module, "position", [()] * len(ids),
+                                        what="collective check", timeout=_PROBE_SECONDS)
+            if any(position != positions[0] for position in positions):
+                return "the workers ran different numbers of collectives"
+            self._call_each(ids, module, "probe", [(_PROBE_SECONDS,)] * len(ids),
+                            what="test all-reduce", timeout=_PROBE_SECONDS + 5)
+        except ClusterSetupError as exc:
+            return str(exc)
+        return ""
+
+    def _restore(self, log: list[LoggedStep]) -> RestoreReport:
+        """Replay the logged pushes and cells on fresh workers, quietly and in order.
+
+        Each replayed fit() gives back the state it ended with (worker/fit_state.py)
+        and returns its History; a fit with no saved state trains again. A
+        replayed cell that fails ends the restore there.
+        """
+        began = time.perf_counter()
+        report = RestoreReport()
+        quiet = io.StringIO()
+        for step in log:
+            if step.kind == "push":
+                self.push(step.payload)
+                continue
+            options = {"quiet_progress": True, "state_dir": None,
+                       "replay": [fit.for_worker() for fit in step.fits]}
+            try:
+                self._run_once(step.payload, timeout=None, all_output=False, want_display=False,
+                               stdout=quiet, stderr=quiet, options=options, on_data=None)
+            except _CellFault as fault:
+                report.failed_cell, report.error = report.cells + 1, fault.message
+                if not fault.all_finished or fault.retryable:
+                    self.restart()  # stuck or dead: fresh workers, without the rest
+                break
+            self._state.add(step)
+            report.cells += 1
+            report.fits_restored += sum(1 for fit in step.fits if fit.source)
+            report.fits_rerun += sum(1 for fit in step.fits if not fit.source)
+        report.seconds = time.perf_counter() - began
+        self.last_restore = report
+        _notice(f"tfdist: {report.line()}")
+        return report
 
     # -- moving variables -------------------------------------------------------
 
@@ -348,7 +458,7 @@ class TFCluster:
         self._require_workers()
         view = self._group.client[[w.engine_id for w in self.workers]]
         view.push(namespace, block=False).get(timeout=self.timeout)
-        self._replay_log.append(("push", dict(namespace)))
+        self._state.add_push(namespace)
 
     def missing_on_chief(self, names: list[str]) -> list[str]:
         self._require_workers()
@@ -380,7 +490,7 @@ class TFCluster:
     last_restart_seconds = 0.0
 
     def restart(self) -> None:
-        """Fresh engine processes, same size, bootstrapped again."""
+        """Fresh engine processes, same size, bootstrapped again (variables reset)."""
         began = time.perf_counter()
         size = self.size or self._group_size
         if not self._group.can_restart():
@@ -388,7 +498,7 @@ class TFCluster:
             self._group.restart(size, timeout=self.timeout)
         self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
         self.workers = []
-        self._replay_log = []
+        self._state.clear()
         self._group.restart(size, timeout=self.timeout)
         self._make_workers()
         self.restarts += 1
@@ -397,6 +507,10 @@ class TFCluster:
     def stop(self) -> None:
         """End every engine process we started (attached clusters keep theirs)."""
         workers, self.workers = self.workers, []
+        self._state.clear()
+        if self._state_dir is not None:
+            shutil.rmtree(self._state_dir, ignore_errors=True)
+            self._state_dir = None
         self._group.stop()
         if self._group.owned:
             # A worker stuck in C++ ignores the launcher's polite signals.
@@ -421,6 +535,23 @@ class TFCluster:
         if not self.workers:
             raise NoClusterError("the cluster has no workers (stopped, or a restart failed): "
                                  "run `%tfdist restart` or `%tfdist start`")
+
+
+class _CellFault(Exception):
+    """How a cell failed, before deciding whether the workers can be kept."""
+
+    def __init__(self, message: str, *, reason: str, rank: int | None = None,
+                 traceback: str = "", retryable: bool = False, all_finished: bool = False,
+                 error_name: str = "", error_value: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.reason = reason              # "error", "died", "timeout" or "interrupt"
+        self.rank = rank
+        self.traceback = traceback
+        self.retryable = retryable
+        self.all_finished = all_finished  # every rank raised or returned
+        self.error_name = error_name
+        self.error_value = error_value
 
 
 def _notice(text: str) -> None:

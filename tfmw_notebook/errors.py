@@ -19,15 +19,21 @@ class NoClusterError(TFDistError):
 
 
 class WorkerFailed(TFDistError):
-    """A cell failed on the cluster; the workers were brought back.
+    """A cell failed on the cluster; the workers were kept, or brought back.
 
     `rank` is the first worker seen failing (None when no single worker is to
-    blame, e.g. an interrupt), `traceback` its remote traceback text.
+    blame, e.g. an interrupt), `traceback` its remote traceback text,
+    `error_name` / `error_value` its exception ("NameError", "name 'x' is not
+    defined"). `kept`: every worker finished the cell and they were kept as
+    they were; `recovered`: a fresh, ready worker group is in place;
+    `restored`: what the restore after the restart said ("" if none ran).
     """
 
     def __init__(self, message: str, *, rank: int | None = None, traceback: str = "",
                  reason: str = "error", detected_at: float | None = None,
-                 recovered: bool = False, retryable: bool = False, summary: str = ""):
+                 recovered: bool = False, retryable: bool = False, summary: str = "",
+                 kept: bool = False, restored: str = "", error_name: str = "",
+                 error_value: str = ""):
         super().__init__(message)
         self.rank = rank
         self.traceback = traceback
@@ -36,6 +42,15 @@ class WorkerFailed(TFDistError):
         self.recovered = recovered          # a fresh, ready worker group is in place
         self.retryable = retryable          # a peer died / collective aborted, not a bug
         self.summary = summary or message   # what happened, without the recovery story
+        self.kept = kept                    # the same workers, with their variables
+        self.restored = restored
+        self.error_name = error_name
+        self.error_value = error_value
+        self.hints: list[str] = []
+
+    def add_hint(self, text: str) -> None:
+        """One more line under the error, e.g. how to fix a name the workers lack."""
+        self.hints.append(text)
 
     def _render_traceback_(self) -> list[str]:
         # The traceback was already shown the moment the failure was seen;
@@ -44,4 +59,5 @@ class WorkerFailed(TFDistError):
         if self.traceback:
             lines.extend(self.traceback.rstrip("\n").splitlines())
         lines.append(f"{type(self).__name__}: {self}")
+        lines.extend(self.hints)
         return lines

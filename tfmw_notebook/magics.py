@@ -17,10 +17,12 @@ from IPython.utils.process import arg_split
 
 from . import cell_options
 from .cluster import COMMUNICATIONS, RemoteValue, TFCluster
-from .errors import TFDistError
+from .errors import TFDistError, WorkerFailed
+from .hints import missing_name_hint
 
 _active: dict = {}
-_settings = {"dashboard": True, "checkpointing": True, "resume_next": None, "last_run": None}
+_settings = {"dashboard": True, "checkpointing": True, "restore": True, "resume_next": None,
+             "last_run": None}
 
 
 def active_cluster() -> TFCluster | None:
@@ -98,12 +100,16 @@ def _line_parser() -> _Parser:
     dashboard.add_argument("state", choices=("on", "off"))
     saving = commands.add_parser("checkpointing", help="turn automatic checkpoints on or off")
     saving.add_argument("state", choices=("on", "off"))
+    restore = commands.add_parser("restore", help="after a restart the workers need, replay "
+                                  "the earlier cells to give back their state (default on)")
+    restore.add_argument("state", choices=("on", "off"))
     picker = commands.add_parser("checkpoints", help="pick a checkpoint: compare, restore on "
                                  "the workers, resume from, load here, delete")
     picker.add_argument("directory", nargs="?", default=None,
                         help="a run directory (default: the last run of this session, "
                              "else the newest under ./tfdist_checkpoints)")
-    commands.add_parser("restart", help="fresh engine processes, same size; variables are reset")
+    commands.add_parser("restart", help="fresh engine processes, same size; variables are reset "
+                        "(nothing is replayed)")
     commands.add_parser("stop", help="end every process the cluster started")
     return parser
 
@@ -123,6 +129,9 @@ def _cell_parser() -> _Parser:
                         help="no live curves for this cell; Keras prints its own progress")
     parser.add_argument("--raw-progress", action="store_true",
                         help="keep Keras' own progress bars next to the dashboard")
+    parser.add_argument("--no-restore", action="store_true",
+                        help="if this cell needs the workers restarted, leave them fresh "
+                             "(do not replay the earlier cells)")
     saving = parser.add_argument_group("checkpoints and fault tolerance")
     saving.add_argument("--checkpoint-dir", metavar="DIR", default=None,
                         help="this run's directory (default: ./tfdist_checkpoints/run-<time>)")
@@ -177,6 +186,7 @@ class TFDistMagics(Magics):
         cluster = self._guarded(lambda: TFCluster.start(
             args.workers, timeout=args.timeout, communication=args.communication,
             gpus_per_worker=args.gpus_per_worker))
+        cluster.restore_state = _settings["restore"]
         _active["cluster"] = cluster
         print(cluster.describe())
 
@@ -188,6 +198,7 @@ class TFDistMagics(Magics):
             profile=args.profile, cluster_id=args.cluster_id, url_file=args.url_file,
             n=args.workers, timeout=args.timeout, communication=args.communication,
             gpus_per_worker=args.gpus_per_worker))
+        cluster.restore_state = _settings["restore"]
         _active["cluster"] = cluster
         print(cluster.describe())
 
@@ -216,6 +227,17 @@ class TFDistMagics(Magics):
     def _checkpointing(self, args):
         _settings["checkpointing"] = args.state == "on"
         print(f"automatic checkpoints {args.state} for the next %%tfdist cells")
+
+    def _restore(self, args):
+        _settings["restore"] = args.state == "on"
+        cluster = active_cluster()
+        if cluster is not None:
+            cluster.restore_state = _settings["restore"]
+        if _settings["restore"]:
+            print("restore on: after a restart the earlier %%tfdist cells are replayed, each "
+                  "fit() restored from the state it ended with")
+        else:
+            print("restore off: a restart leaves fresh workers; fit() keeps no end-of-fit state")
 
     def _checkpoints(self, args):
         from .checkpoint_actions import show_checkpoints
@@ -260,9 +282,14 @@ class TFDistMagics(Magics):
         try:
             result = self._guarded(lambda: cluster.run(
                 cell, timeout=args.timeout, all_output=args.all_output, options=options,
-                max_restarts=args.max_restarts,
+                max_restarts=args.max_restarts, restore=False if args.no_restore else None,
                 on_data=live.on_data if live is not None else None))
             _settings["resume_next"] = None
+        except WorkerFailed as failure:
+            hint = missing_name_hint(failure.error_name, failure.error_value, self.shell.user_ns)
+            if hint:
+                failure.add_hint(hint)
+            raise
         finally:
             if run_dir and os.path.isdir(run_dir):
                 _settings["last_run"] = run_dir

@@ -14,11 +14,12 @@ def _register_source(source: str, filename: str) -> None:
     linecache.cache[filename] = (len(source), None, lines, filename)
 
 
-def run_cell(source: str, filename: str, want_display: bool, options: dict) -> dict | None:
+def run_cell(source: str, filename: str, want_display: bool, options: dict) -> dict:
     """Execute `source` in the engine's user namespace.
 
-    Returns the last expression's display data (a mime bundle of strings, which
-    always travels back, unlike the value itself) when `want_display` is set.
+    Returns {"display": ..., "fits": ...}: the last expression's display data (a
+    mime bundle of strings, which always travels back, unlike the value itself)
+    when `want_display` is set, and what each fit() of the cell ended with.
     Exceptions propagate: the client needs them to notice a failed rank.
     `options` say what the cell's Keras fit/evaluate calls get (reporting,
     checkpoints, backups, a checkpoint to resume from): see keras_hooks.
@@ -40,13 +41,14 @@ def run_cell(source: str, filename: str, want_display: bool, options: dict) -> d
         exec(compile(tree, filename, "exec"), namespace)
         value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
 
+    outcome = {"display": None, "fits": keras_hooks.fit_records()}
     if value is None:
-        return None
+        return outcome
     namespace["_"] = value
-    if not want_display:
-        return None
-    data, metadata = shell.display_formatter.format(value)
-    return {"data": data, "metadata": metadata}
+    if want_display:
+        data, metadata = shell.display_formatter.format(value)
+        outcome["display"] = {"data": data, "metadata": metadata}
+    return outcome
 
 
 def missing_names(names: list[str]) -> list[str]:

@@ -121,6 +121,7 @@ def _callback_class():
             super().__init__()
             self.settings, self.rank, self.is_chief = settings, rank, is_chief
             self._started = time.monotonic()
+            self.last_saved_epoch: int | None = None  # epochs done at the last save
 
         def on_train_begin(self, logs=None):
             self._started = time.monotonic()
@@ -138,6 +139,7 @@ def _callback_class():
             save(self.model, run_dir=self.settings["run_dir"], epoch=done, rank=self.rank,
                  is_chief=self.is_chief, metrics=metrics,
                  wall_time=time.monotonic() - self._started, policy=self.settings)
+            self.last_saved_epoch = done
 
     _classes["saver"] = CheckpointSaver
     return CheckpointSaver

@@ -4,7 +4,9 @@
 the client says what the cell's calls should get: reporting to the dashboard
 (and Keras' own progress bar off, unless the call chose `verbose`),
 checkpoints, a BackupAndRestore for automatic resumption, or a checkpoint to
-resume from.
+resume from. After each fit the worker records what state it ended with
+(fit_state.py); when a cell is replayed, each fit gives that state back
+instead of training again.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import functools
 import os
 import sys
 
-from . import checkpointing
+from . import checkpointing, fit_state
 from .reporting import EventPublisher, make_keras_callback
 
+# "state_dir": where end-of-fit snapshots go (None: record nothing); "cell_id" names
+# them; "replay": the records of the cell's fits when it ran first (the cell is
+# being replayed: each fit restores its record instead of training).
 _DEFAULTS = {"report": False, "quiet_progress": False, "checkpoint": None, "backup": None,
-             "resume_from": None}
-_cell: dict = dict(_DEFAULTS, fits=0)
+             "resume_from": None, "state_dir": None, "cell_id": "cell", "replay": None}
+_cell: dict = dict(_DEFAULTS, fits=0, replayed=0, records=[])
 _worker: dict = {"publisher": None, "rank": 0, "is_chief": True, "depth": 0}
 
 # Positions of `verbose`, `callbacks` and `initial_epoch` among the positional
@@ -35,6 +40,13 @@ def configure(**options) -> None:
     _cell.clear()
     _cell.update(_DEFAULTS, **options)
     _cell["fits"] = 0
+    _cell["replayed"] = 0
+    _cell["records"] = []
+
+
+def fit_records() -> list[dict]:
+    """What each fit of the cell that just ran ended with (see fit_state.py)."""
+    return list(_cell["records"])
 
 
 def install(publisher: EventPublisher, *, rank: int, is_chief: bool) -> None:
@@ -53,18 +65,48 @@ def _wrapped(method, positions: dict[str, int], *, training: bool):
     def wrapper(self, *args, **kwargs):
         # fit() validates by calling evaluate(): that inner call gets nothing more.
         outermost = _worker["depth"] == 0
+        if outermost and training and _cell["replay"] is not None:
+            record = _next_replay_record()
+            if record is not None:
+                return fit_state.replay_fit(self, record, rank=_worker["rank"])
+        extra = []
         if outermost and len(args) <= positions["callbacks"]:  # else: positional callbacks
             extra = _extra_callbacks(self, kwargs, args, positions, training)
             if extra:
                 kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
         _worker["depth"] += 1
         try:
-            return method(self, *args, **kwargs)
+            result = method(self, *args, **kwargs)
+        except BaseException:
+            if outermost and training and _cell["state_dir"]:
+                _cell["records"].append(fit_state.failed_fit_record())
+            raise
         finally:
             _worker["depth"] -= 1
+        if outermost and training and _cell["state_dir"]:
+            _record_fit(self, result, extra)
+        return result
 
     wrapper._tfmw_wrapped = True
     return wrapper
+
+
+def _next_replay_record() -> dict | None:
+    """The next fit's record, or None to run it for real (no state was kept)."""
+    index = _cell["replayed"]
+    _cell["replayed"] += 1
+    records = _cell["replay"]
+    record = records[index] if index < len(records) else None
+    return record if record is not None and record.get("source") else None
+
+
+def _record_fit(model, history, callbacks: list) -> None:
+    saver = next((c for c in callbacks if hasattr(c, "last_saved_epoch")), None)
+    _cell["records"].append(fit_state.record_after_fit(
+        model, history, state_dir=_cell["state_dir"], cell_id=_cell["cell_id"],
+        index=len(_cell["records"]) + 1, rank=_worker["rank"],
+        checkpoint_settings=_cell["checkpoint"],
+        last_saved_epoch=saver.last_saved_epoch if saver is not None else None))
 
 
 def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training: bool) -> list:

@@ -1,0 +1,80 @@
+"""Pure parts of keeping state: the log a restore replays, its report line, NameError hints."""
+
+import os
+import types
+
+from tfmw_notebook.hints import missing_name_hint
+from tfmw_notebook.state_log import FitRecord, RestoreReport, StateLog, merge_fit_records
+
+
+def record(path, source="snapshot", loss=(1.0, 0.5)):
+    return {"history": {"loss": list(loss)}, "params": {"epochs": len(loss), "steps": 4},
+            "epoch": list(range(len(loss))), "source": source, "path": path}
+
+
+def test_merge_takes_the_chiefs_history_and_every_ranks_path():
+    merged = merge_fit_records([[record("/s/r0", loss=(2.0, 1.0))],
+                                [record("/s/r1", loss=(9.0, 9.0))]])
+    assert merged == (FitRecord(history={"loss": [2.0, 1.0]}, params={"epochs": 2, "steps": 4},
+                                epoch=[0, 1], source="snapshot", paths=("/s/r0", "/s/r1")),)
+    assert merged[0].for_worker()["paths"] == ["/s/r0", "/s/r1"]
+
+
+def test_merge_keeps_fit_order_and_a_rank_that_recorded_less():
+    merged = merge_fit_records([[record("/a0"), record("/b0", source="checkpoint")],
+                                [record("/a1")]])
+    assert [m.paths for m in merged] == [("/a0", "/a1"), ("/b0", None)]
+    assert [m.source for m in merged] == ["snapshot", "checkpoint"]
+
+
+def test_a_fit_that_raised_has_no_state_to_restore():
+    failed = {"history": {}, "params": {}, "epoch": [], "source": None, "path": None}
+    merged = merge_fit_records([[failed], [failed]])
+    assert merged[0].source is None and merged[0].paths == (None, None)
+    assert merge_fit_records([]) == ()
+
+
+def test_log_keeps_pushes_and_cells_in_order():
+    log = StateLog()
+    log.add_push({"lr": 0.1})
+    log.add_cell("a = 1")
+    log.add_cell("model.fit(...)", merge_fit_records([[record("/x")]]))
+    kept = log.snapshot()
+    log.clear()
+    assert [step.kind for step in kept] == ["push", "cell", "cell"]
+    assert kept[0].payload == {"lr": 0.1} and len(kept[2].fits) == 1
+    assert log.cells == 0
+    for step in kept:
+        log.add(step)
+    assert log.cells == 2
+
+
+def test_report_line():
+    assert RestoreReport(cells=3, fits_restored=2, seconds=1.234).line() == (
+        "restored 3 cells in 1.2 s (2 fits restored from checkpoints)")
+    assert RestoreReport(cells=1, fits_restored=1, seconds=0.5).line() == (
+        "restored 1 cell in 0.5 s (1 fit restored from checkpoints)")
+    line = RestoreReport(cells=1, fits_restored=0, fits_rerun=1, seconds=2.0, failed_cell=2,
+                         error="worker 0 failed: KeyError: 'x'").line()
+    assert "1 trained again: no saved state" in line
+    assert "replaying cell 2 failed (worker 0 failed: KeyError: 'x')" in line
+
+
+def test_hint_for_a_notebook_variable():
+    hint = missing_name_hint("NameError", "name 'rate' is not defined", {"rate": 0.1})
+    assert hint == ("`rate` is defined in this notebook but not on the workers: `import` it "
+                    "in a %%tfdist cell, or pass `--push rate`")
+
+
+def test_hint_for_a_module_suggests_the_import_line():
+    assert "add `import os` to a %%tfdist cell" in missing_name_hint(
+        "NameError", "name 'os' is not defined", {"os": os})
+    alias = types.ModuleType("numpy")
+    assert "add `import numpy as np`" in missing_name_hint(
+        "NameError", "name 'np' is not defined. Did you mean: 'nn'?", {"np": alias})
+
+
+def test_no_hint_when_the_notebook_lacks_the_name_or_the_error_is_another():
+    assert missing_name_hint("NameError", "name 'x' is not defined", {}) is None
+    assert missing_name_hint("KeyError", "name 'x' is not defined", {"x": 1}) is None
+    assert missing_name_hint("NameError", "free variable 'x' referenced", {"x": 1}) is None

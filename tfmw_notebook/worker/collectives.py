@@ -1,0 +1,49 @@
+"""Can this worker group still do collectives together, after a cell failed?
+
+When every worker raised, they are kept only if they agree on the next
+collective: each collective launch takes the next instance key from the
+strategy's counter, and a rank that launched one more than its peers would
+pair the wrong operations from then on (or wait forever). Then one tiny
+all-reduce with a timeout proves the collectives still work.
+"""
+
+from __future__ import annotations
+
+from . import shared_strategy
+
+_probe: dict = {}
+
+
+def position() -> list[int]:
+    """The strategy's collective counters: group keys, then instance keys per group.
+
+    Device names differ between workers (task:0, task:1), so only the numbers
+    are compared.
+    """
+    keys = shared_strategy.shared_strategy().extended._collective_keys
+    counters = [keys._group_key]
+    for group in sorted(keys._instance_key_table):
+        counters.extend(sorted(keys._instance_key_table[group].values()))
+    return counters
+
+
+def probe(timeout_seconds: float) -> float:
+    """One all-reduce of 1.0 over every replica; returns the replica count seen."""
+    import tensorflow as tf
+
+    strategy = shared_strategy.shared_strategy()
+    if "function" not in _probe:
+        options = tf.distribute.experimental.CommunicationOptions(
+            timeout_seconds=timeout_seconds)
+
+        def replica_sum():
+            context = tf.distribute.get_replica_context()
+            return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.constant(1.0),
+                                      options=options)
+
+        @tf.function
+        def all_reduce_one():
+            return strategy.experimental_local_results(strategy.run(replica_sum))[0]
+
+        _probe["function"] = all_reduce_one
+    return float(_probe["function"]())
