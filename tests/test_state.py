@@ -203,6 +203,33 @@ def test_name_error_hint_for_a_notebook_variable_and_module(kernel):
     assert "add `import statistics` to a %%tfdist cell" in out.error_text
 
 
+UNEVEN_COLLECTIVES = '''
+@tf.function
+def guarded_sum(fail):
+    check = tf.debugging.Assert(tf.logical_not(fail), ["refused before the all-reduce"])
+    with tf.control_dependencies([check]):
+        one = tf.identity(tf.constant(1.0))
+    return strategy.reduce("SUM", strategy.run(lambda: one), axis=None)
+
+if tfdist.rank == 0:
+    raise ValueError("worker 0 stops before any collective")
+# Worker 1 takes the all-reduce's instance key when the call starts; the assert then
+# fails before the all-reduce runs. Both finish, but worker 1 is one collective ahead.
+guarded_sum(tf.constant(True))
+'''
+
+
+def test_workers_that_disagree_on_collectives_are_restarted_and_restored(kernel, trained):
+    pids, _ = worker_processes(kernel)
+    out = kernel.execute("%%tfdist\n" + UNEVEN_COLLECTIVES, timeout=180)
+    assert out.status == "error"
+    assert "worker 0 failed: ValueError: worker 0 stops before any collective" in (
+        out.error["evalue"])
+    assert "restarting the workers (the workers ran different numbers of collectives)" in (
+        out.stderr)
+    assert_restored(out, pids, kernel, trained)
+
+
 # -- restarts the workers need: the state comes back without training -----------------
 
 def assert_restored(out, pids_before, kernel, trained):

@@ -391,12 +391,13 @@ class TFCluster:
                 # no fresh ones come.
                 self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
                 self.workers = []
-            self.restart()
+            self._replace_workers()
         except TFDistError as exc:
             return WorkerFailed(f"{fault.message}; the workers could not be restarted: {exc}",
                                 **details)
         restarted = f"The workers were restarted in {self.last_restart_seconds:.1f} s"
         if not (replay and log):
+            self._forget_state()
             return WorkerFailed(f"{fault.message}. {restarted}: their variables were reset, run "
                                 "the cells that define them again", recovered=True, **details)
         report = self._restore(log)
@@ -440,7 +441,7 @@ class TFCluster:
             except _CellFault as fault:
                 report.failed_cell, report.error = report.cells + 1, fault.message
                 if not fault.all_finished or fault.retryable:
-                    self.restart()  # stuck or dead: fresh workers, without the rest
+                    self._replace_workers()  # stuck or dead: fresh, without the rest
                 break
             self._state.add(step)
             report.cells += 1
@@ -491,6 +492,11 @@ class TFCluster:
 
     def restart(self) -> None:
         """Fresh engine processes, same size, bootstrapped again (variables reset)."""
+        self._replace_workers()
+        self._forget_state()
+
+    def _replace_workers(self) -> None:
+        """Kill the workers and bootstrap new ones; what they held is not brought back."""
         began = time.perf_counter()
         size = self.size or self._group_size
         if not self._group.can_restart():
@@ -498,19 +504,23 @@ class TFCluster:
             self._group.restart(size, timeout=self.timeout)
         self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
         self.workers = []
-        self._state.clear()
+        self._state.clear()  # a restore adds back what it replays
         self._group.restart(size, timeout=self.timeout)
         self._make_workers()
         self.restarts += 1
         self.last_restart_seconds = time.perf_counter() - began
 
-    def stop(self) -> None:
-        """End every engine process we started (attached clusters keep theirs)."""
-        workers, self.workers = self.workers, []
+    def _forget_state(self) -> None:
+        """No restore will need the end-of-fit snapshots any more: remove them."""
         self._state.clear()
         if self._state_dir is not None:
             shutil.rmtree(self._state_dir, ignore_errors=True)
             self._state_dir = None
+
+    def stop(self) -> None:
+        """End every engine process we started (attached clusters keep theirs)."""
+        workers, self.workers = self.workers, []
+        self._forget_state()
         self._group.stop()
         if self._group.owned:
             # A worker stuck in C++ ignores the launcher's polite signals.
