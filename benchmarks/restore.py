@@ -13,6 +13,10 @@ all-reduce forces a restart; the restore that follows replays the earlier cells.
 round checks that the model's digest and step count came back and that no epoch ran, and
 records the restore time (`cluster.last_restore.seconds`) and the whole failure -> ready time.
 The claim to check: restore time does not grow with the epochs trained (cnn-30 / cnn-3).
+
+Then the price of keeping state: the cnn-3 fit with checkpoints off, once with the
+end-of-fit snapshot (restore on, the default) and once without (`restore_state = False`),
+alternated `--repeat` times.
 """
 
 from __future__ import annotations
@@ -115,6 +119,22 @@ def one_round(job: dict) -> None:
           f"ready {recover:5.1f} s   [{cluster.last_restore.line()}]", flush=True)
 
 
+def snapshot_overhead(cluster, rounds: int, steps: int) -> dict:
+    """The same fit cell with and without the end-of-fit snapshot, alternated."""
+    fit = CNN_FIT.format(epochs=3, steps=steps)
+    times = {"snapshot": [], "none": []}
+    for round_number in range(rounds):
+        order = ["snapshot", "none"] if round_number % 2 == 0 else ["none", "snapshot"]
+        for variant in order:
+            cluster.restore_state = variant == "snapshot"
+            began = time.perf_counter()
+            cluster.run(fit, options={}, want_display=False)
+            times[variant].append(time.perf_counter() - began)
+    cluster.restore_state = True
+    print(f"  fit with snapshot {times['snapshot']}, without {times['none']}", flush=True)
+    return times
+
+
 def describe(values: list[float]) -> str:
     return (f"{statistics.median(values):6.2f} s [{min(values):.2f}-{max(values):.2f}] "
             f"n={len(values)}")
@@ -143,6 +163,7 @@ def main() -> int:
             order = jobs if round_number % 2 == 0 else list(reversed(jobs))
             for job in order:
                 one_round(job)
+        overhead = snapshot_overhead(jobs[1]["cluster"], args.repeat, args.steps)
     finally:
         for job in jobs:
             job["cluster"].stop()
@@ -156,10 +177,15 @@ def main() -> int:
     cnn3, cnn30 = jobs[1], jobs[2]
     ratio = statistics.median(cnn30["restore"]) / statistics.median(cnn3["restore"])
     print(f"restore cnn-30 / cnn-3: {ratio:.2f}x (10x the epochs)")
+    with_snapshot, without = overhead["snapshot"], overhead["none"]
+    print(f"cnn-3 fit cell, checkpoints off: with end-of-fit snapshot {describe(with_snapshot)}, "
+          f"without {describe(without)}: "
+          f"{statistics.median(with_snapshot) / statistics.median(without):.2f}x")
     os.makedirs(os.path.dirname(args.json), exist_ok=True)
     with open(args.json, "w") as out:
         json.dump({"jobs": [{k: v for k, v in job.items() if k != "cluster"} for job in jobs],
                    "ratio_cnn30_cnn3": ratio, "steps_per_epoch": args.steps,
+                   "snapshot_overhead": overhead,
                    "repeat": args.repeat}, out, indent=1)
     return 0
 

@@ -60,6 +60,8 @@ TRAIN_UNSAVED = '''
 other = build("sgd")
 other_history = other.fit(train, epochs=2, steps_per_epoch=3, callbacks=[CountEpochs()])
 '''
+# Every worker takes part: one that does not leaves the others waiting here.
+ALL_REDUCE = "strategy.reduce('SUM', strategy.run(lambda: tf.constant(1.0)), axis=None)"
 STATE = ("(digest(model), digest(other), int(model.optimizer.iterations.numpy()), "
          "history.history['loss'], other_history.history['loss'])")
 
@@ -249,8 +251,7 @@ def test_killed_worker_restores_state_without_training(kernel, trained):
     pids, _ = worker_processes(kernel)
     out = kernel.execute("%%tfdist\nimport os, signal\n"
                          "if tfdist.rank == 1:\n    os.kill(os.getpid(), signal.SIGKILL)\n"
-                         "strategy.reduce('SUM', strategy.run(lambda: tf.constant(1.0)), "
-                         "axis=None)", timeout=180)
+                         + ALL_REDUCE, timeout=180)
     assert "died" in out.error["evalue"]
     assert_restored(out, pids, kernel, trained)
 
@@ -258,8 +259,7 @@ def test_killed_worker_restores_state_without_training(kernel, trained):
 def test_one_rank_error_while_the_other_waits_restores_state(kernel, trained):
     pids, _ = worker_processes(kernel)
     out = kernel.execute("%%tfdist\nif tfdist.rank == 1:\n    raise ValueError('only here')\n"
-                         "strategy.reduce('SUM', strategy.run(lambda: tf.constant(1.0)), "
-                         "axis=None)", timeout=180)
+                         + ALL_REDUCE, timeout=180)
     assert "worker 1 failed: ValueError: only here" in out.error["evalue"]
     assert_restored(out, pids, kernel, trained)
 
@@ -289,8 +289,7 @@ def test_interrupt_during_fit_restores_state(kernel, trained, tmp_path):
 
 def test_no_restore_leaves_fresh_workers(kernel, trained):
     out = kernel.execute("%%tfdist --no-restore\nif tfdist.rank == 1:\n    raise ValueError('x')\n"
-                         "strategy.reduce('SUM', strategy.run(lambda: tf.constant(1.0)), "
-                         "axis=None)", timeout=180)
+                         + ALL_REDUCE, timeout=180)
     assert "variables were reset" in out.error["evalue"]
     out = kernel.execute("%%tfdist\nmodel")
     assert "NameError" in out.error["evalue"]
@@ -303,7 +302,7 @@ def test_max_restarts_replays_earlier_fits_without_training(kernel, trained, tmp
         f"if tfdist.rank == 1 and not os.path.exists({marker!r}):\n"
         f"    open({marker!r}, 'w').close()\n"
         "    os.kill(os.getpid(), signal.SIGKILL)\n"
-        "total = strategy.reduce('SUM', strategy.run(lambda: tf.constant(1.0)), axis=None)\n"
+        "total = " + ALL_REDUCE + "\n"
         "float(total)", timeout=240)
     assert out.status == "ok", out.error_text + out.stderr
     assert "restart 1 of 1" in out.stderr and "(2 fits restored from checkpoints)" in out.stderr
