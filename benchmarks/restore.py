@@ -30,9 +30,13 @@ import sys
 import tempfile
 import time
 
+from tfmw_bench.table import row  # the package next to this file
+
 from tfmw_notebook import TFCluster, WorkerFailed
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The summary table's columns (gap, format spec): job, trained in, restore, failure -> ready.
+TABLE = ((0, "<11"), (1, ">10"), (3, "<34"), (1, ""))
 
 QUICKSTART = '''
 import numpy as np
@@ -170,10 +174,10 @@ def main() -> int:
     load = os.getloadavg()
     print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     print()
-    print(f"{'job':<11} {'trained in':>10}   {'restore (median [min-max])':<34} failure -> ready")
+    print(row(TABLE, "job", "trained in", "restore (median [min-max])", "failure -> ready"))
     for job in jobs:
-        print(f"{job['name']:<11} {job['fit_seconds']:8.1f} s   {describe(job['restore']):<34} "
-              f"{describe(job['recover'])}")
+        print(row(TABLE, job["name"], f"{job['fit_seconds']:8.1f} s", describe(job["restore"]),
+                  describe(job["recover"])))
     cnn3, cnn30 = jobs[1], jobs[2]
     ratio = statistics.median(cnn30["restore"]) / statistics.median(cnn3["restore"])
     print(f"restore cnn-30 / cnn-3: {ratio:.2f}x (10x the epochs)")

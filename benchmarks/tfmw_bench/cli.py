@@ -1,0 +1,137 @@
+"""Options, the rounds in their order, and what happens on exit (cleanup, table, JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import shutil
+import signal
+import tempfile
+
+from . import __doc__ as OVERVIEW
+from .common import WORKERS, attempt, cleanup, job_cell, progress, report_failure, terminate
+from .floor import run_floor
+from .ray_train import ray_available, run_ray
+from .report import new_report, summarize, write_json
+from .table import print_table
+from .tfmw import start_shared, tfmw_round
+from .threads import split_threads, threads_round
+
+BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_JSON = os.path.join(BENCH_DIR, "results", "latest.json")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=OVERVIEW.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=5, help="rounds (default 5)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: 1 round, 30 steps, 10 trivial cells")
+    parser.add_argument("--skip-cold", action="store_true",
+                        help="start one tfmw cluster up front; measure warm cells only")
+    parser.add_argument("--skip-ray", action="store_true",
+                        help="do not run Ray Train even if installed")
+    parser.add_argument("--threads-experiment", action="store_true",
+                        help="also: floor fit with TF's default thread pools vs "
+                             "intra = inter = cores // workers")
+    parser.add_argument("--trivial", type=int, default=None,
+                        help="trivial cells per round (default 50, 10 with --quick)")
+    parser.add_argument("--json", default=DEFAULT_JSON, metavar="PATH",
+                        help="where to write the results (default benchmarks/results/latest.json)")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat must be >= 1, got {args.repeat}")
+    if args.quick:
+        args.repeat = 1
+    args.epochs, args.steps = (2, 15) if args.quick else (3, 50)
+    if args.trivial is None:
+        args.trivial = 10 if args.quick else 50
+    return args
+
+
+def _workdir(job: str) -> tuple[str, str]:
+    """A scratch directory removed at exit, holding the job cell; returns (dir, cell path)."""
+    workdir = tempfile.mkdtemp(prefix="tfmw-bench-")
+    # Registered before any ipyparallel Cluster exists, so it runs after their own atexit
+    # stop (which, after an interrupted start, still needs the profile directory).
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    # Keep ipyparallel's profile, cluster files and logs out of ~/.ipython (engines inherit it).
+    os.environ["IPYTHONDIR"] = os.path.join(workdir, "ipython")
+    cell_path = os.path.join(workdir, "job_cell.py")
+    with open(cell_path, "w") as f:
+        f.write(job)
+    return workdir, cell_path
+
+
+def _round(entry, where, args, job, cell_path, workdir, shared, use_ray, index):
+    """floor, tfmw, Ray, threads, in that order; one failing does not stop the others."""
+    floor = attempt(entry, "floor", where, lambda: run_floor(workdir, cell_path))
+    if floor:
+        progress(f"{where} floor: boot {floor['boot']:.2f} s, cell {floor['cells'][0]:.2f} s, "
+                 f"wall {floor['wall']:.2f} s")
+
+    # Filled as it goes: a failure late in the round keeps what was measured before it.
+    tfmw = entry["tfmw"] = {}
+    try:
+        tfmw_round(tfmw, where, job, args.trivial, shared, dashboard_on_first=index % 2 == 1)
+    except Exception as exc:
+        tfmw["failed"] = report_failure(where, "tfmw", exc)
+
+    if use_ray:
+        ray = attempt(entry, "ray", where, lambda: run_ray(job, workdir))
+        if ray:
+            progress(f"{where} ray: init {ray['init']:.1f} s, first fit {ray['first']:.1f} s, "
+                     f"second fit {ray['second']:.1f} s")
+
+    if args.threads_experiment:
+        threads_round(entry, where, workdir, cell_path, default_first=index % 2 == 0)
+
+
+def _rounds(report, args, job, cell_path, workdir, use_ray) -> None:
+    shared = start_shared(job) if args.skip_cold else None  # one warm cluster for all rounds
+    for index in range(args.repeat):
+        entry = {"round": index + 1}
+        report["rounds"].append(entry)
+        _round(entry, f"round {index + 1}/{args.repeat}", args, job, cell_path, workdir,
+               shared, use_ray, index)
+
+
+def _announce(report, args) -> None:
+    m = report["machine"]
+    progress(f"machine: {m['cores']} cores ({m['cpu_model']}), python {m['python']}, "
+             f"TF {m['tensorflow']}, load {m['loadavg_at_start'][0]:.2f}")
+    progress(f"job: {WORKERS} workers, {report['job']['steps']} steps, repeat {args.repeat}"
+             + (", skip cold" if args.skip_cold else "")
+             + (f", threads experiment (k={split_threads()})" if args.threads_experiment
+                else ""))
+    if report["ray"] != "installed":
+        progress(report["ray"])
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, terminate)
+    job = job_cell(args.epochs, args.steps)
+    workdir, cell_path = _workdir(job)
+    use_ray = not args.skip_ray and ray_available()
+    report = new_report(args, job, "installed" if use_ray else (
+        "skipped (--skip-ray)" if args.skip_ray else "ray not installed: skipped"))
+    _announce(report, args)
+
+    exit_code = 0
+    try:
+        _rounds(report, args, job, cell_path, workdir, use_ray)
+        report["complete"] = True
+    except KeyboardInterrupt:
+        progress("interrupted: cleaning up")
+        exit_code = 130
+    finally:
+        cleanup()
+        report["machine"]["loadavg_at_end"] = list(os.getloadavg())
+        report["summary"] = summarize(report["rounds"], report["job"]["steps"])
+        if report["rounds"]:
+            print_table(report, use_ray, split_threads() if args.threads_experiment else None)
+            write_json(report, args.json)
+            progress(f"wrote {args.json}")
+    return exit_code

@@ -1,0 +1,129 @@
+"""What every contender shares: the job, the deadlines, progress lines and cleanup."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+WORKERS = 2
+GLOBAL_BATCH = 64
+FEATURES = 32
+UNITS = 64
+
+# Deadlines (seconds). Every wait in this package has one, except Ray's fit().
+FLOOR_TIMEOUT = 300.0        # Popen -> every floor process exited
+START_TIMEOUT = 180.0        # TFCluster.start
+CELL_TIMEOUT = 300.0         # one training cell
+TRIVIAL_TIMEOUT = 30.0       # one trivial cell
+RAY_TIMEOUT = 600.0          # documented only: Ray's fit() has no deadline of its own
+
+# The training cell, the same text for every contender. It runs inside
+# `strategy.scope()` with `tf` and `strategy` defined (tfmw's engines define them; the
+# floor and Ray runners do the same), and leaves `bench_fit_seconds` (model.fit
+# alone) and `bench_loss` behind.
+JOB_CELL = """\
+import time
+import numpy as np
+
+_rng = np.random.default_rng(0)
+_x = _rng.standard_normal(({samples}, {features})).astype("float32")
+_y = (_x @ _rng.standard_normal(({features}, 1)) + 0.1).astype("float32")
+_options = tf.data.Options()
+_options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+dataset = (tf.data.Dataset.from_tensor_slices((_x, _y)).repeat().batch({batch})
+           .with_options(_options))
+model = tf.keras.Sequential([
+    tf.keras.Input(shape=({features},)),
+    tf.keras.layers.Dense({units}, activation="relu"),
+    tf.keras.layers.Dense(1),
+])
+model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate=0.01), loss="mse")
+_began = time.perf_counter()
+_history = model.fit(dataset, epochs={epochs}, steps_per_epoch={steps}, verbose=0)
+bench_fit_seconds = time.perf_counter() - _began
+bench_loss = float(_history.history["loss"][-1])
+"""
+
+
+def job_cell(epochs: int, steps: int) -> str:
+    """The training cell for `epochs` x `steps` steps (one pass over the data per epoch)."""
+    return JOB_CELL.format(samples=GLOBAL_BATCH * steps, features=FEATURES,
+                           batch=GLOBAL_BATCH, units=UNITS, epochs=epochs, steps=steps)
+
+
+_t0 = time.monotonic()
+
+
+def progress(text: str) -> None:
+    print(f"[{time.monotonic() - _t0:7.1f} s] {text}", flush=True)
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+def report_failure(where: str, what: str, exc: BaseException) -> str:
+    """Say that `what` failed (with the traceback under BENCH_DEBUG); return the message."""
+    message = f"{type(exc).__name__}: {exc}"
+    progress(f"{where} {what}: FAILED {message}")
+    if os.environ.get("BENCH_DEBUG"):
+        traceback.print_exc()
+    return message
+
+
+def attempt(entry: dict, key: str, where: str, action):
+    """Run one contender; a failure is recorded and the round goes on."""
+    try:
+        entry[key] = action()
+        return entry[key]
+    except Exception as exc:
+        entry[key] = {"error": report_failure(where, key, exc)}
+        return None
+
+
+# -- what we started, for cleanup on any exit --------------------------------------------
+
+live_processes: set = set()
+live_clusters: list = []
+
+
+def _kill_processes() -> None:
+    for proc in list(live_processes):
+        if proc.poll() is None:
+            try:
+                proc.kill()
+            except OSError:
+                pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        live_processes.discard(proc)
+
+
+def _stop_clusters() -> None:
+    while live_clusters:
+        cluster = live_clusters.pop()
+        try:
+            cluster.stop()
+        except Exception as exc:  # keep cleaning up the rest
+            print(f"warning: stopping a cluster failed: {exc}", file=sys.stderr, flush=True)
+
+
+def cleanup() -> None:
+    """Kill floor processes and stop clusters; a second Ctrl-C cannot interrupt it."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _kill_processes()
+        _stop_clusters()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def terminate(signum, frame):
+    """SIGTERM handler: unwind like Ctrl-C, so the same cleanup runs."""
+    raise KeyboardInterrupt(f"signal {signum}")

@@ -1,0 +1,189 @@
+"""The report: machine, job, rounds, then summary statistics, ratios and goals, as JSON."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import socket
+import statistics
+
+from .common import FEATURES, GLOBAL_BATCH, UNITS, WORKERS
+
+GOALS = {  # metric -> (comparison, bound, text)
+    "boot": ("<=", 1.30, "<= 1.30x"),
+    "fit_warm": ("<=", 1.05, "<= 1.05x"),
+    "dashboard": (">=", 0.97, ">= 0.97x"),
+    "trivial_ms": ("<", 50.0, "< 50 ms"),
+}
+
+# Summary key -> (path into a round, which fit of a list: None = the value as it is).
+# The order is the JSON's.
+COLUMNS = {
+    "floor_boot": (("floor", "boot"), None),
+    "floor_cell": (("floor", "cells"), 0),
+    "floor_fit": (("floor", "fits"), 0),
+    "floor_wall": (("floor", "wall"), None),
+    "tfmw_boot": (("tfmw", "boot"), None),
+    "tfmw_cold_cell": (("tfmw", "cold", "seconds"), None),
+    "tfmw_cold_fit": (("tfmw", "cold", "fit"), None),
+    "tfmw_warm_cell": (("tfmw", "warm", "seconds"), None),
+    "tfmw_warm_fit": (("tfmw", "warm", "fit"), None),
+    "tfmw_stop": (("tfmw", "stop"), None),
+    "dashboard_off_cell": (("tfmw", "dashboard", "off", "seconds"), None),
+    "dashboard_on_cell": (("tfmw", "dashboard", "on", "seconds"), None),
+    "dashboard_on_finish": (("tfmw", "dashboard", "on", "finish"), None),
+    "ray_init": (("ray", "init"), None),
+    "ray_first": (("ray", "first"), None),
+    "ray_second": (("ray", "second"), None),
+    "threads_default_warm_fit": (("threads", "default", "fits"), 1),
+    "threads_split_warm_fit": (("threads", "split", "fits"), 1),
+    "threads_default_cold_fit": (("threads", "default", "fits"), 0),
+    "threads_split_cold_fit": (("threads", "split", "fits"), 0),
+}
+
+
+def _version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def machine_info() -> dict:
+    cpu = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count()
+    return {
+        "hostname": socket.gethostname(),
+        "cpu_model": cpu,
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "tensorflow": _version("tensorflow") or _version("tensorflow-cpu"),
+        "tf_keras": _version("tf-keras"),
+        "ipyparallel": _version("ipyparallel"),
+        "tfmw_notebook": _version("tfmw-notebook") or _version("tfmw_notebook"),
+        "ray": _version("ray"),
+        "loadavg_at_start": list(os.getloadavg()),
+    }
+
+
+def new_report(args, job: str, ray_status: str) -> dict:
+    """Everything known before the first round; rounds are appended as they run."""
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "machine": machine_info(),
+        "args": {k: v for k, v in vars(args).items() if k != "json"},
+        "job": {"workers": WORKERS, "model": f"Dense({UNITS}, relu) -> Dense(1)",
+                "features": FEATURES, "global_batch": GLOBAL_BATCH, "epochs": args.epochs,
+                "steps_per_epoch": args.steps, "steps": args.epochs * args.steps,
+                "keras": "tf-keras", "strategy": "MultiWorkerMirroredStrategy", "cell": job},
+        "rounds": [],
+        "ray": ray_status,
+        "complete": False,
+    }
+
+
+def write_json(report: dict, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(report, f, indent=2)
+
+
+# -- summary ----------------------------------------------------------------------------
+
+def stats(values) -> dict | None:
+    values = sorted(v for v in values if v is not None)
+    if not values:
+        return None
+    out = {"n": len(values), "median": statistics.median(values), "min": values[0],
+           "max": values[-1], "stdev": statistics.stdev(values) if len(values) > 1 else None,
+           "iqr": None}
+    if len(values) >= 4:
+        q = statistics.quantiles(values, n=4)
+        out["iqr"] = q[2] - q[0]
+    if len(values) >= 10:
+        out["p90"] = statistics.quantiles(values, n=10)[-1]
+    return out
+
+
+def ratio(numerator: dict | None, denominator: dict | None) -> float | None:
+    if not numerator or not denominator or not denominator["median"]:
+        return None
+    return numerator["median"] / denominator["median"]
+
+
+def _ok(entry):
+    return entry if isinstance(entry, dict) and "error" not in entry else None
+
+
+def _column(rounds: list[dict], path) -> list:
+    """The value at `path` in every round that has one (failed contenders skipped)."""
+    values = []
+    for entry in rounds:
+        node = entry
+        for key in path:
+            node = _ok(node)
+            if node is None:
+                break
+            node = node.get(key)
+        if node is not None and not isinstance(node, dict):
+            values.append(node)
+    return values
+
+
+def _pick(value, index):
+    return value[index] if index is not None and isinstance(value, list) else value
+
+
+def summarize(rounds: list[dict], steps: int) -> dict:
+    s = {key: stats(_pick(v, index) for v in _column(rounds, path))
+         for key, (path, index) in COLUMNS.items()}
+    s["trivial_ms"] = stats(ms for values in _column(rounds, ("tfmw", "trivial_ms"))
+                            for ms in values)
+    # tfmw cold wall = start + cold cell, per round
+    s["tfmw_wall"] = stats([e["tfmw"]["boot"] + e["tfmw"]["cold"]["seconds"] for e in rounds
+                            if "boot" in e.get("tfmw", {}) and "cold" in e["tfmw"]])
+    for name in ("off", "on"):
+        s[f"dashboard_{name}_steps_per_s"] = stats(
+            steps / v for v in _column(rounds, ("tfmw", "dashboard", name, "seconds")))
+    s["ratios"] = {
+        "boot": ratio(s["tfmw_boot"], s["floor_boot"]),
+        "fit_cold": ratio(s["tfmw_cold_cell"], s["floor_cell"]),
+        "fit_warm": ratio(s["tfmw_warm_cell"], s["floor_cell"]),
+        "model_fit_warm": ratio(s["tfmw_warm_fit"], s["floor_fit"]),
+        "wall": ratio(s["tfmw_wall"], s["floor_wall"]),
+        "tfmw_wall_vs_ray_first": ratio(s["tfmw_wall"], s["ray_first"]),
+        "tfmw_warm_vs_ray_second": ratio(s["tfmw_warm_cell"], s["ray_second"]),
+        "dashboard": ratio(s["dashboard_on_steps_per_s"], s["dashboard_off_steps_per_s"]),
+        "threads_split_vs_default": ratio(s["threads_split_warm_fit"],
+                                          s["threads_default_warm_fit"]),
+    }
+    s["goals"] = goals(s)
+    return s
+
+
+def goals(s: dict) -> dict:
+    """Each goal's value (a ratio, or the trivial cell's median ms) and whether it was met."""
+    out = {}
+    for key, (op, bound, text) in GOALS.items():
+        value = s["trivial_ms"]["median"] if key == "trivial_ms" and s["trivial_ms"] else \
+            s["ratios"].get(key)
+        met = None if value is None else {"<=": value <= bound, ">=": value >= bound,
+                                          "<": value < bound}[op]
+        out[key] = {"goal": text, "value": value, "met": met}
+    return out

@@ -1,0 +1,157 @@
+"""The printed table: one row formatter for every row, and the table's sections."""
+
+from __future__ import annotations
+
+RULE = "-" * 96
+
+# A layout is one (gap, format spec) per column: `gap` spaces, then the cell formatted.
+COMPARE = ((0, "<34"), (0, ">22"), (0, ">22"), (0, ">9"), (2, ""))  # label, 2 values, ratio, goal
+THREADS = ((0, "<34"),) + ((0, ">14"),) * 4
+
+
+def row(layout, *cells) -> str:
+    """One table row. Cells beyond the layout are an error; fewer cells leave the last
+    columns out, gaps included (so a row without a goal has no trailing blanks)."""
+    if len(cells) > len(layout):
+        raise ValueError(f"{len(cells)} cells for {len(layout)} columns")
+    return "".join(" " * gap + format(cell, spec) for (gap, spec), cell in zip(layout, cells))
+
+
+def cell(st: dict | None, digits: int = 2) -> str:
+    """A summary's median [min-max], or "-" without one."""
+    if not st:
+        return "-"
+    text = f"{st['median']:.{digits}f}"
+    if st["n"] > 1:
+        text += f" [{st['min']:.{digits}f}-{st['max']:.{digits}f}]"
+    return text
+
+
+def ratio_text(value) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def goal_text(summary: dict, key: str | None) -> str:
+    goal = summary["goals"].get(key) if key else None
+    if not goal:
+        return ""
+    verdict = "" if goal["met"] is None else (" ok" if goal["met"] else " MISSED")
+    return goal["goal"] + verdict
+
+
+def print_table(report: dict, use_ray: bool, threads_split: int | None) -> None:
+    """The whole table; the threads section only when `threads_split` is given."""
+    s = report["summary"]
+    sections = [_header(report), _contenders(s), _versus_ray(report, use_ray), _dashboard(s),
+                [_trivial(s)]]
+    if threads_split is not None:
+        sections.append(_threads(s, threads_split))
+    failures = _failures(report)
+    if failures:
+        sections.append(failures)
+    for lines in sections:
+        print(RULE)
+        for line in lines:
+            print(line)
+    print(RULE, flush=True)
+
+
+def _header(report: dict) -> list[str]:
+    m, j = report["machine"], report["job"]
+    return [
+        f"tfmw_notebook benchmark  {report['date']}  {m['hostname']}",
+        f"machine: {m['cores']} cores ({m['usable_cores']} usable), {m['cpu_model']}, "
+        f"python {m['python']}, TF {m['tensorflow']}, tf-keras {m['tf_keras']}, "
+        f"ipyparallel {m['ipyparallel']}",
+        f"load average (1 min) start {m['loadavg_at_start'][0]:.2f}, "
+        f"end {m.get('loadavg_at_end', [float('nan')])[0]:.2f}",
+        f"job: {j['workers']} workers, {j['model']}, {j['features']} features, global batch "
+        f"{j['global_batch']}, {j['epochs']}x{j['steps_per_epoch']} = {j['steps']} steps; "
+        f"rounds: {len(report['rounds'])}" + ("" if report["complete"] else " (INCOMPLETE)"),
+        "medians [min-max] in seconds unless noted; ratio = tfmw / floor (of medians)",
+    ]
+
+
+def _contenders(s: dict) -> list[str]:
+    r = s["ratios"]
+    rows = [
+        ("boot (start -> ready) s", s["floor_boot"], s["tfmw_boot"], r["boot"], "boot"),
+        ("fit (cold cell) s", s["floor_cell"], s["tfmw_cold_cell"], r["fit_cold"], None),
+        ("fit (warm cell) s", s["floor_cell"], s["tfmw_warm_cell"], r["fit_warm"], "fit_warm"),
+        ("  model.fit alone (warm) s", s["floor_fit"], s["tfmw_warm_fit"], r["model_fit_warm"],
+         None),
+        ("wall (start -> trained) s", s["floor_wall"], s["tfmw_wall"], r["wall"], None),
+        ("stop s", None, s["tfmw_stop"], None, None),
+    ]
+    return [row(COMPARE, "metric", "floor", "tfmw", "ratio", "goal")] + [
+        row(COMPARE, label, cell(floor), cell(tfmw), ratio_text(value), goal_text(s, goal))
+        for label, floor, tfmw, value, goal in rows]
+
+
+def _versus_ray(report: dict, use_ray: bool) -> list[str]:
+    s = report["summary"]
+    r = s["ratios"]
+    if use_ray and (s["ray_first"] or s["ray_second"]):
+        return [
+            row(COMPARE, "vs Ray Train", "ray", "tfmw", "tfmw/ray"),
+            row(COMPARE, "ray.init s", cell(s["ray_init"]), "-", "-"),
+            row(COMPARE, "first fit() vs tfmw wall s", cell(s["ray_first"]),
+                cell(s["tfmw_wall"]), ratio_text(r["tfmw_wall_vs_ray_first"])),
+            row(COMPARE, "second fit() vs warm cell s", cell(s["ray_second"]),
+                cell(s["tfmw_warm_cell"]), ratio_text(r["tfmw_warm_vs_ray_second"])),
+        ]
+    return [f"Ray Train: {report['ray']}" + ("" if report["ray"] != "installed"
+                                              else " (every Ray run failed)")]
+
+
+def _dashboard(s: dict) -> list[str]:
+    return [
+        row(COMPARE, "dashboard (warm cluster)", "off", "on", "on/off", "goal"),
+        row(COMPARE, "steps/s", cell(s["dashboard_off_steps_per_s"], 1),
+            cell(s["dashboard_on_steps_per_s"], 1), ratio_text(s["ratios"]["dashboard"]),
+            goal_text(s, "dashboard")),
+        row(COMPARE, "cell s", cell(s["dashboard_off_cell"]), cell(s["dashboard_on_cell"]),
+            "", ""),
+        row(COMPARE, "final PNG after the cell s", "-", cell(s["dashboard_on_finish"]), "", ""),
+    ]
+
+
+def _trivial(s: dict) -> str:
+    t = s["trivial_ms"]
+    if not t:
+        return "trivial cell round trip: -"
+    extra = f", p90 {t['p90']:.1f}" if "p90" in t else ""
+    return (f"trivial cell round trip: median {t['median']:.1f} ms (min {t['min']:.1f}, "
+            f"max {t['max']:.1f}{extra}, n={t['n']})   goal {goal_text(s, 'trivial_ms')}")
+
+
+def _threads(s: dict, split: int) -> list[str]:
+    lines = [f"threads experiment (floor processes, warm = 2nd fit in the process; "
+             f"split = intra = inter = {split})",
+             row(THREADS, "", "median s", "stdev s", "IQR s", "min-max s")]
+    for label, key in (("TF default pools, warm fit", "threads_default_warm_fit"),
+                       ("split pools, warm fit", "threads_split_warm_fit"),
+                       ("TF default pools, cold fit", "threads_default_cold_fit"),
+                       ("split pools, cold fit", "threads_split_cold_fit")):
+        st = s[key]
+        if not st:
+            lines.append(row(THREADS, label, "-", "-", "-", "-"))
+            continue
+        dev = "-" if st["stdev"] is None else f"{st['stdev']:.2f}"
+        iqr = "-" if st["iqr"] is None else f"{st['iqr']:.2f}"
+        lines.append(row(THREADS, label, f"{st['median']:.2f}", dev, iqr,
+                         f"{st['min']:.2f}-{st['max']:.2f}"))
+    lines.append("split / default (warm, medians): "
+                 + ratio_text(s["ratios"]["threads_split_vs_default"]))
+    return lines
+
+
+def _failures(report: dict) -> list[str]:
+    errors = [(e["round"], key) for e in report["rounds"] for key, v in e.items()
+              if isinstance(v, dict) and ("error" in v or "failed" in v
+                                          or any(isinstance(w, dict) and "error" in w
+                                                 for w in v.values()))]
+    if not errors:
+        return []
+    return ["failed: " + ", ".join(f"round {n} {key}" for n, key in errors)
+            + " (messages in the JSON)"]
