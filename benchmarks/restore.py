@@ -30,9 +30,9 @@ import sys
 import tempfile
 import time
 
-from tfmw_bench.table import row  # the package next to this file
+from tfmw_notebook import CellOptions, CheckpointPolicy, TFCluster, WorkerFailed
 
-from tfmw_notebook import TFCluster, WorkerFailed
+from tfmw_bench.table import row  # the package next to this file
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The summary table's columns (gap, format spec): job, trained in, restore, failure -> ready.
@@ -90,8 +90,7 @@ def value(result) -> str:
 
 def prepare(name: str, setup: str, fit: str, run_dir: str) -> dict:
     cluster = TFCluster.start(2)
-    options = {"checkpoint": {"run_dir": run_dir, "every": 1, "keep_last": None,
-                              "keep_best": None, "monitor": "loss", "mode": "min"}}
+    options = CellOptions(checkpoint=CheckpointPolicy(run_dir=run_dir, monitor="loss"))
     cluster.run(COUNT_EPOCHS + setup, want_display=False)
     began = time.perf_counter()
     cluster.run(fit, options=options, want_display=False)
@@ -132,7 +131,7 @@ def snapshot_overhead(cluster, rounds: int, steps: int) -> dict:
         for variant in order:
             cluster.restore_state = variant == "snapshot"
             began = time.perf_counter()
-            cluster.run(fit, options={}, want_display=False)
+            cluster.run(fit, options=CellOptions(), want_display=False)
             times[variant].append(time.perf_counter() - began)
     cluster.restore_state = True
     print(f"  fit with snapshot {times['snapshot']}, without {times['none']}", flush=True)

@@ -30,7 +30,8 @@ class CellOutput:
     def error_text(self) -> str:
         if not self.error:
             return ""
-        return "\n".join(self.error.get("traceback", [])) + f"\n{self.error['ename']}: {self.error['evalue']}"
+        return ("\n".join(self.error.get("traceback", []))
+                + f"\n{self.error['ename']}: {self.error['evalue']}")
 
 
 class KernelSession:

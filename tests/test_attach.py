@@ -16,7 +16,6 @@ import uuid
 
 import psutil
 import pytest
-
 from tfmw_notebook import ClusterSetupError, TFCluster
 
 pytestmark = pytest.mark.timeout(240)

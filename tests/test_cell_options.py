@@ -2,12 +2,13 @@
 
 import json
 import os
+import re
 
 import pytest
 from IPython.core.error import UsageError
-
 from tfmw_notebook import cell_options
 from tfmw_notebook.magics import CELL_PARSER
+from tfmw_notebook.run_options import BackupPolicy, CellOptions, CheckpointPolicy
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -29,25 +30,26 @@ def make_checkpoint(run_dir, epoch):
 
 def test_defaults_report_and_checkpoint_every_epoch_in_a_new_run(tmp_path):
     options, run_dir = build("", tmp_path)
-    assert options["report"] and options["quiet_progress"]
+    assert options.report and options.quiet_progress
     assert run_dir.startswith(str(tmp_path / "tfdist_checkpoints" / "run-"))
-    assert options["checkpoint"] == {"run_dir": run_dir, "every": 1, "keep_last": None,
-                                     "keep_best": None, "monitor": "val_loss", "mode": "min"}
-    assert options["backup"] is None and options["resume_from"] is None
+    assert options.checkpoint == CheckpointPolicy(run_dir=run_dir, every=1, keep_last=None,
+                                                  keep_best=None, monitor="val_loss", mode="min")
+    assert options.backup is None and options.resume_from is None
 
 
 def test_switches_turn_things_off(tmp_path):
     options, run_dir = build("--no-checkpoint --no-dashboard --raw-progress", tmp_path)
-    assert options["checkpoint"] is None and run_dir is None
-    assert not options["report"] and not options["quiet_progress"]
+    assert options.checkpoint is None and run_dir is None
+    assert not options.report and not options.quiet_progress
     options, _ = build("", tmp_path, dashboard=False, checkpointing=False)
-    assert not options["report"] and options["checkpoint"] is None
+    assert not options.report and options.checkpoint is None
 
 
 def test_max_restarts_adds_a_backup_inside_the_run(tmp_path):
     options, run_dir = build("--max-restarts 2 --backup-every 30 --checkpoint-dir mine", tmp_path)
     assert run_dir == str(tmp_path / "mine")
-    assert options["backup"] == {"dir": str(tmp_path / "mine" / "backup"), "save_freq": 30}
+    assert options.backup == BackupPolicy(directory=str(tmp_path / "mine" / "backup"),
+                                          save_freq=30)
 
 
 def test_resume_from_latest_continues_that_run(tmp_path):
@@ -55,7 +57,7 @@ def test_resume_from_latest_continues_that_run(tmp_path):
     make_checkpoint(str(run), 1)
     latest = make_checkpoint(str(run), 2)
     options, run_dir = build("--resume-from latest", tmp_path)
-    assert options["resume_from"] == latest
+    assert options.resume_from == latest
     assert run_dir == str(run)
 
 
@@ -63,8 +65,8 @@ def test_picker_choice_applies_unless_the_cell_names_one(tmp_path):
     run = tmp_path / "r"
     first = make_checkpoint(str(run), 1)
     second = make_checkpoint(str(run), 2)
-    assert build("", tmp_path, resume_next=first)[0]["resume_from"] == first
-    assert build(f"--resume-from {second}", tmp_path, resume_next=first)[0]["resume_from"] == second
+    assert build("", tmp_path, resume_next=first)[0].resume_from == first
+    assert build(f"--resume-from {second}", tmp_path, resume_next=first)[0].resume_from == second
 
 
 def test_resume_from_nothing_says_how_to_get_a_checkpoint(tmp_path):
@@ -82,3 +84,27 @@ def test_resume_from_nothing_says_how_to_get_a_checkpoint(tmp_path):
 def test_bad_flags_are_usage_errors(line, message):
     with pytest.raises(UsageError, match=message):
         CELL_PARSER.parse_args(line.split())
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: CheckpointPolicy(run_dir=""), "`run_dir`. Received: run_dir=''"),
+    (lambda: CheckpointPolicy(run_dir="r", every=0), "`every`. Received: every=0. Expected an "
+                                                     "integer >= 1"),
+    (lambda: CheckpointPolicy(run_dir="r", keep_last=True), "`keep_last`"),
+    (lambda: CheckpointPolicy(run_dir="r", mode="up"), "`mode`. Received: mode='up'"),
+    (lambda: BackupPolicy(directory="b", save_freq=0), "`save_freq`"),
+    (lambda: BackupPolicy(directory="b", save_freq="often"), "`save_freq`"),
+    (lambda: CellOptions(report="yes"), "`report`. Received: report='yes'. Expected True or False"),
+    (lambda: CellOptions(checkpoint={"run_dir": "r"}), "a CheckpointPolicy or None"),
+])
+def test_options_check_their_values_where_they_are_made(make, message):
+    with pytest.raises(ValueError, match=re.escape(message)) as raised:
+        make()
+    assert str(raised.value).startswith("Invalid value for argument `")
+
+
+def test_api_users_build_the_same_options_as_the_magic(tmp_path):
+    options, run_dir = build("--keep-last 2 --checkpoint-every 3", tmp_path)
+    assert options == CellOptions(report=True, quiet_progress=True,
+                                  checkpoint=CheckpointPolicy(run_dir=run_dir, every=3,
+                                                              keep_last=2))

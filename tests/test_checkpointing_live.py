@@ -47,8 +47,9 @@ def kernel(tmp_path_factory):
 
 def on_every_worker(kernel, expression):
     out = kernel.ok("import json\nfrom tfmw_notebook.magics import active_cluster as _c\n"
-                    f"_c().run('_probe = {expression}', want_display=False, options={{}})\n"
-                    "print(json.dumps([_c().pull(['_probe'], rank=r)['_probe'] for r in range(2)]))")
+                    f"_c().run('_probe = {expression}', want_display=False)\n"
+                    "print(json.dumps([_c().pull(['_probe'], rank=r)['_probe']"
+                    " for r in range(2)]))")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -66,7 +67,8 @@ def fit_with_faults(kernel, tmp_path, kill_at, max_restarts, epochs=6):
 
 
 def assert_exactly_trained(kernel, epochs, begun, restarts):
-    assert on_every_worker(kernel, "int(model.optimizer.iterations.numpy())") == [epochs * STEPS] * 2
+    assert (on_every_worker(kernel, "int(model.optimizer.iterations.numpy())")
+            == [epochs * STEPS] * 2)
     # Every epoch was begun; epochs begun more than once: at most one per restart.
     assert sorted(set(begun)) == list(range(epochs))
     assert len(begun) - epochs <= restarts, begun
@@ -80,6 +82,8 @@ def test_killed_worker_at_epoch_3_of_6_resumes_from_backup(kernel, tmp_path):
     assert_exactly_trained(kernel, 6, begun, restarts=1)
     names = sorted(n for n in os.listdir(run_dir) if n.startswith("ckpt-"))
     assert names == [f"ckpt-{e:06d}" for e in range(1, 7)]
+    # The run records how many workers wrote it.
+    assert json.load(open(os.path.join(run_dir, "run.json")))["workers"] == 2
 
 
 def test_two_kills_with_two_restarts(kernel, tmp_path):
@@ -129,7 +133,8 @@ def test_worker_killed_while_saving_leaves_only_complete_checkpoints(kernel, tmp
     # The previous checkpoint still restores, identically on every worker.
     kernel.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP + "\nmodel = build()")
     out = kernel.ok("from tfmw_notebook.magics import active_cluster\n"
-                    f"print(active_cluster().restore_checkpoint({run_dir + '/ckpt-000002'!r}, 'model'))")
+                    "print(active_cluster().restore_checkpoint("
+                    f"{run_dir + '/ckpt-000002'!r}, 'model'))")
     digests = eval(out.stdout.strip().splitlines()[-1])
     assert len(digests) == 2 and digests[0] == digests[1]
 
@@ -151,7 +156,8 @@ def test_restored_weights_are_bit_identical_everywhere_and_in_the_notebook(kerne
         "for w in here.get_weights():\n    d.update(w.tobytes())\n"
         "print(workers[0] == workers[1] == d.hexdigest())", timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "True"
-    same = on_every_worker(kernel, "all((a == b).all() for a, b in zip(model.get_weights(), trained))")
+    same = on_every_worker(kernel, "all((a == b).all()"
+                                   " for a, b in zip(model.get_weights(), trained))")
     assert same == [True, True]
 
 
@@ -159,7 +165,8 @@ def test_keep_last_and_keep_best_through_the_magic(kernel, tmp_path):
     kernel.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP + "\nmodel = build()")
     run_dir = str(tmp_path / "run")
     kernel.ok(f"%%tfdist --checkpoint-dir {run_dir} --keep-last 2 --keep-best 1 --monitor loss\n"
-              f"h = model.fit(train, epochs=5, steps_per_epoch={STEPS})\nlosses = h.history['loss']",
+              f"h = model.fit(train, epochs=5, steps_per_epoch={STEPS})\n"
+              "losses = h.history['loss']",
               timeout=300)
     losses = on_every_worker(kernel, "losses")[0]
     best = 1 + min(range(5), key=losses.__getitem__)

@@ -4,7 +4,6 @@ import json
 import os
 
 import pytest
-
 from tfmw_notebook import checkpoints as ck
 from tfmw_notebook.checkpoints import CheckpointInfo
 
@@ -24,8 +23,8 @@ def save(run_dir, epoch, metrics=None, nonce="w0", weights=b"weights", **extra):
 
 
 def info(epoch, **metrics):
-    return CheckpointInfo(path=f"/runs/a/{ck.checkpoint_name(epoch)}", name=ck.checkpoint_name(epoch),
-                          epoch=epoch, metrics=metrics)
+    return CheckpointInfo(path=f"/runs/a/{ck.checkpoint_name(epoch)}",
+                          name=ck.checkpoint_name(epoch), epoch=epoch, metrics=metrics)
 
 
 def epochs(infos):
@@ -63,13 +62,16 @@ def test_ensure_run_writes_run_json_once(run_dir):
 
 def test_listing_reads_meta_and_sorts_by_epoch(run_dir):
     for epoch in (3, 1, 2):
-        save(run_dir, epoch, metrics={"loss": 1.0 / epoch, "val_loss": 2.0 / epoch}, nonce=f"n{epoch}")
+        save(run_dir, epoch, metrics={"loss": 1.0 / epoch, "val_loss": 2.0 / epoch},
+             nonce=f"n{epoch}")
     listed = ck.list_checkpoints(run_dir)
     assert epochs(listed) == [1, 2, 3]
     third = listed[-1]
     assert third.name == "ckpt-000003" and third.path == os.path.join(run_dir, "ckpt-000003")
-    assert third.step == 210 and third.metrics == {"loss": pytest.approx(1 / 3), "val_loss": pytest.approx(2 / 3)}
-    assert (third.wall_time, third.tf_version, third.run, third.model) == (7.5, "2.21.0", "run-a", "model")
+    assert third.step == 210 and third.metrics == {"loss": pytest.approx(1 / 3),
+                                                   "val_loss": pytest.approx(2 / 3)}
+    assert ((third.wall_time, third.tf_version, third.run, third.model)
+            == (7.5, "2.21.0", "run-a", "model"))
     assert ck.read_checkpoint(third.path) == third
     assert hash(third) == hash(ck.read_checkpoint(third.path))    # frozen: usable in sets
 
@@ -246,17 +248,21 @@ def test_resolve_a_directory_without_meta_names_the_checkpoints_to_pick(run_dir)
 
 def test_resolve_error_messages(run_dir, tmp_path):
     root = os.path.dirname(run_dir)
-    with pytest.raises(ValueError, match=r"^run .*run-a has no complete checkpoint yet: train with"):
+    with pytest.raises(ValueError,
+                       match=r"^run .*run-a has no complete checkpoint yet: train with"):
         ck.resolve(run_dir)
 
     temp = ck.prepare_temp(run_dir, 1, "dead")
-    with pytest.raises(ValueError, match=r"^run .* has no complete checkpoint yet \(only unfinished ones\)"):
+    with pytest.raises(ValueError,
+                       match=r"^run .* has no complete checkpoint yet \(only unfinished ones\)"):
         ck.resolve(run_dir)
     save(run_dir, 2)
-    with pytest.raises(ValueError, match=r"is an unfinished checkpoint .*: pick one of ckpt-000002$"):
+    with pytest.raises(ValueError,
+                       match=r"is an unfinished checkpoint .*: pick one of ckpt-000002$"):
         ck.resolve(temp)
 
-    with pytest.raises(ValueError, match=r"^nope does not exist: give 'latest', .*runs under .*: run-a\)$"):
+    with pytest.raises(ValueError,
+                       match=r"^nope does not exist: give 'latest', .*runs under .*: run-a\)$"):
         ck.resolve("nope", root=root)
     with pytest.raises(ValueError, match=r"holds runs, not checkpoints: pick one of run-a"):
         ck.resolve(root)
@@ -287,9 +293,10 @@ def test_keep_last():
 def test_keep_best_keeps_the_newest_too():
     values = {1: 0.5, 2: 0.2, 3: 0.4, 4: 0.3, 5: 0.9}
     infos = [info(e, loss=0.1, val_loss=v) for e, v in values.items()]
-    assert epochs(ck.select_to_delete(infos, keep_best=2)) == [1, 3]            # best 2, 4; newest 5
+    assert epochs(ck.select_to_delete(infos, keep_best=2)) == [1, 3]  # best 2, 4; newest 5
     assert epochs(ck.select_to_delete(infos, keep_best=2, mode="max")) == [2, 3, 4]  # best 5, 1
-    assert epochs(ck.select_to_delete(infos, keep_best=1, monitor="loss")) == [1, 2, 3, 4]  # ties: newest
+    assert epochs(ck.select_to_delete(infos, keep_best=1,
+                                      monitor="loss")) == [1, 2, 3, 4]  # ties: newest
 
 
 def test_keep_last_and_keep_best_keep_the_union():
@@ -322,7 +329,8 @@ def test_keep_best_without_the_monitored_metric():
                        "Expected an integer >= 1 or None."),
     ("keep_best", True, "Invalid value for argument `keep_best`. Received: keep_best=True. "
                         "Expected an integer >= 1 or None."),
-    ("mode", "avg", "Invalid value for argument `mode`. Received: mode='avg'. Expected 'min' or 'max'."),
+    ("mode", "avg", "Invalid value for argument `mode`. Received: mode='avg'. "
+                    "Expected 'min' or 'max'."),
     ("monitor", "", "Invalid value for argument `monitor`. Received: monitor=''. "
                     "Expected a metric name such as 'val_loss'."),
 ])
@@ -334,7 +342,8 @@ def test_retention_arguments_are_checked(argument, value, expected):
 
 def test_retention_applied_on_disk(run_dir):
     for epoch in range(1, 6):
-        save(run_dir, epoch, metrics={"val_loss": [0.5, 0.1, 0.4, 0.3, 0.6][epoch - 1]}, nonce=f"n{epoch}")
+        save(run_dir, epoch, metrics={"val_loss": [0.5, 0.1, 0.4, 0.3, 0.6][epoch - 1]},
+             nonce=f"n{epoch}")
     for doomed in ck.select_to_delete(ck.list_checkpoints(run_dir), keep_last=1, keep_best=2):
         ck.delete_checkpoint(doomed)
     assert epochs(ck.list_checkpoints(run_dir)) == [2, 4, 5]

@@ -2,7 +2,6 @@
 
 import ipywidgets
 import pytest
-
 from tfmw_notebook.metrics import MetricsStore
 from tfmw_notebook.widgets import Dashboard, TextReporter
 from tfmw_notebook.widgets.dashboard import format_duration, progress_text
@@ -21,7 +20,8 @@ class FakeClock:
 
 
 def begin(rank, epochs=2, steps=20):
-    return {"kind": "train_begin", "rank": rank, "time": 0.0, "epochs": epochs, "steps": steps, "mode": "fit"}
+    return {"kind": "train_begin", "rank": rank, "time": 0.0, "epochs": epochs, "steps": steps,
+            "mode": "fit"}
 
 
 def batch(rank, step, epoch=0, loss=1.0, t=None):
@@ -131,7 +131,8 @@ def test_latest_values_are_shown():
 def test_final_png_and_summary_line():
     store = MetricsStore()
     dashboard = Dashboard(store, clock=FakeClock())
-    dashboard.feed([begin(0, epochs=2, steps=2)] + [batch(0, s, epoch=e, t=e + s) for e in (0, 1) for s in (0, 1)]
+    dashboard.feed([begin(0, epochs=2, steps=2)]
+                   + [batch(0, s, epoch=e, t=e + s) for e in (0, 1) for s in (0, 1)]
                    + [{"kind": "epoch", "rank": 0, "time": 1.5 + e, "epoch": e, "samples": 64,
                        "logs": {"loss": 0.5 / (e + 1), "val_loss": 0.6 / (e + 1)}} for e in (0, 1)]
                    + [{"kind": "train_end", "rank": 0, "time": 4.0}])
@@ -140,14 +141,65 @@ def test_final_png_and_summary_line():
     assert dashboard.summary_line() == "2 epochs · 4.0 s · loss 0.25 · val_loss 0.3 · 32 samples/s"
 
 
+def test_summary_line_tells_of_lost_and_ignored_events():
+    fit = [begin(0, epochs=1, steps=1), batch(0, 0, t=1.0),
+           {"kind": "epoch", "rank": 0, "time": 2.0, "epoch": 0, "logs": {"loss": 0.5}}]
+    dashboard = Dashboard(MetricsStore(), clock=FakeClock())
+    dashboard.feed(fit)
+    assert dashboard.summary_line() == "1 epoch · 2.0 s · loss 0.5"
+    dashboard.feed({"kind": "train_end", "rank": 0, "time": 2.0, "dropped": 3})
+    assert dashboard.summary_line() == "1 epoch · 2.0 s · loss 0.5 · 3 events lost"
+    dashboard.feed(["not an event"])
+    assert dashboard.summary_line() == \
+        "1 epoch · 2.0 s · loss 0.5 · 3 events lost · 1 event ignored"
+
+    reporter = TextReporter(MetricsStore(), write=lambda line: None)
+    reporter.feed(fit + ["not an event", {"kind": "epoch", "rank": 0}])
+    assert reporter.summary_line() == "1 epoch · 2.0 s · loss 0.5 · 2 events ignored"
+
+
+def test_summary_line_of_an_evaluate_only_run_with_lost_events():
+    from tfmw_notebook.widgets.dashboard import summary_text
+
+    line = summary_text({"epochs": 0, "wall_time": 2.0, "final": {}, "workers": 1,
+                         "evaluation": {"loss": 0.5}, "lost_events": 1})
+    assert line == "evaluate · 2.0 s · loss 0.5 · 1 event lost"
+
+
+def test_the_cell_summary_printed_at_the_end_counts_events_a_worker_could_not_send(capsys):
+    from tfmw_notebook.widgets.live import LiveRun
+    from tfmw_notebook.worker.reporting import EventPublisher
+
+    data, attempts = {}, []
+
+    def publish_once_down(message):       # ipyparallel merges each publish into one dict
+        attempts.append(message)
+        if len(attempts) == 2:
+            raise RuntimeError("down")
+        data.update(message)
+
+    publisher = EventPublisher(publish_once_down, rank=0)
+    publisher.emit("train_begin", epochs=1, steps=1, mode="fit")
+    publisher.emit("epoch", epoch=0, logs={"loss": 0.5})              # lost
+    publisher.emit("train_end")
+    live = LiveRun(widgets=False)
+    live.on_data(0, data)
+    live.finish()
+    assert capsys.readouterr().out.strip().splitlines()[-1].endswith(" · 1 event lost")
+
+
 def test_more_panels_make_a_wider_image():
     def png_width(png):
         return int.from_bytes(png[16:20], "big")
 
     one_panel, two_panels = MetricsStore(), MetricsStore()
-    one_panel.feed({"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0, "logs": {"loss": 1.0, "val_loss": 1.0}})
-    two_panels.feed({"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0, "logs": {"loss": 1.0, "mae": 1.0}})
-    assert png_width(Dashboard(two_panels).final_png()) > 1.5 * png_width(Dashboard(one_panel).final_png())
+    def epoch_with(**logs):
+        return {"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0, "logs": logs}
+
+    one_panel.feed(epoch_with(loss=1.0, val_loss=1.0))
+    two_panels.feed(epoch_with(loss=1.0, mae=1.0))
+    one_width = png_width(Dashboard(one_panel).final_png())
+    assert png_width(Dashboard(two_panels).final_png()) > 1.5 * one_width
 
 
 def test_custom_loop_reports_are_drawn():

@@ -47,6 +47,15 @@ def test_plain_fit_fills_the_store_like_keras_history(tf_kernel):
         assert seen["last_batches"][rank] == pytest.approx(seen["keras"][rank]["loss"], rel=1e-5)
 
 
+def test_summary_counts_samples_from_the_datasets_batch(tf_kernel):
+    tf_kernel.ok("%%tfdist\n" + SETUP)
+    out = tf_kernel.ok("%%tfdist\nmodel.fit(train, epochs=2, steps_per_epoch=8)", timeout=200)
+    assert "samples/s" in out.stdout.strip().splitlines()[-1], out.stdout
+    check = tf_kernel.ok("store = %tfdist history\nprint(store.summary()['samples'])")
+    # A global batch of 32 split over 2 workers, 16 steps in all, on each worker.
+    assert check.stdout.strip() == str(2 * 8 * 32)
+
+
 def test_custom_loop_reports_make_curves(tf_kernel):
     out = tf_kernel.ok("%%tfdist\nfor step in range(6):\n"
                        "    tfdist.report({'loss': 1.0 / (step + 1)}, step=step)\n", timeout=120)

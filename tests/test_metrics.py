@@ -2,14 +2,14 @@
 
 import numpy as np
 import pytest
-
 from tfmw_notebook.metrics import MetricsStore, panel_name, plain_floats
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def begin(rank, t=0.0, epochs=2, steps=4, mode="fit"):
-    return {"kind": "train_begin", "rank": rank, "time": t, "epochs": epochs, "steps": steps, "mode": mode}
+    return {"kind": "train_begin", "rank": rank, "time": t, "epochs": epochs, "steps": steps,
+            "mode": mode}
 
 
 def batch(rank, t, epoch, step, **logs):
@@ -29,7 +29,8 @@ def end(rank, t, **fields):
 
 def one_epoch(rank, epoch, t0, steps=4, step_time=0.5, loss0=1.0, **epoch_logs):
     """Batch events then the epoch event, `step_time` apart."""
-    events = [batch(rank, t0 + (s + 1) * step_time, epoch, s, loss=loss0 - 0.1 * s) for s in range(steps)]
+    events = [batch(rank, t0 + (s + 1) * step_time, epoch, s, loss=loss0 - 0.1 * s)
+              for s in range(steps)]
     events.append(epoch_end(rank, t0 + steps * step_time + 0.1, epoch, **epoch_logs))
     return events
 
@@ -47,8 +48,8 @@ def test_history_is_keras_shaped_and_keeps_copies():
 
 
 def test_values_become_plain_floats_and_non_numbers_are_dropped():
-    assert plain_floats({"loss": np.float32(0.5), "n": np.int64(3), "name": "x", "arr": np.ones(3)}) == \
-        {"loss": 0.5, "n": 3.0}
+    logs = {"loss": np.float32(0.5), "n": np.int64(3), "name": "x", "arr": np.ones(3)}
+    assert plain_floats(logs) == {"loss": 0.5, "n": 3.0}
     store = MetricsStore()
     store.feed(epoch_end(0, 1.0, 0, loss=np.float64(0.25)))
     assert type(store.history(0)["loss"][0]) is float
@@ -56,7 +57,8 @@ def test_values_become_plain_floats_and_non_numbers_are_dropped():
 
 def test_batches_sit_at_fractional_epochs_and_epoch_ends_at_whole_ones():
     store = MetricsStore()
-    store.feed([begin(0, steps=4)] + one_epoch(0, 0, 0.0, loss=0.7) + one_epoch(0, 1, 3.0, loss=0.6))
+    store.feed([begin(0, steps=4)] + one_epoch(0, 0, 0.0, loss=0.7)
+               + one_epoch(0, 1, 3.0, loss=0.6))
     assert [x for x, _ in store.batch_logs(0)] == [0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0]
     assert store.batch_logs(0)[1] == (0.5, {"loss": pytest.approx(0.9)})
     assert store.epoch_series()["loss"] == ([1.0, 2.0], [0.7, 0.6])
@@ -74,8 +76,10 @@ def test_merged_history_is_the_per_epoch_mean_over_workers():
 def test_val_metrics_share_a_panel_with_their_training_metric():
     store = MetricsStore()
     store.feed([batch(0, 0.1, 0, 0, loss=1.0, accuracy=0.5),
-                epoch_end(0, 1.0, 0, loss=1.0, accuracy=0.5, val_loss=1.2, val_accuracy=0.4, val_auc=0.6)])
-    assert store.metric_names() == {"loss": ["loss", "val_loss"], "accuracy": ["accuracy", "val_accuracy"],
+                epoch_end(0, 1.0, 0, loss=1.0, accuracy=0.5, val_loss=1.2, val_accuracy=0.4,
+                          val_auc=0.6)])
+    assert store.metric_names() == {"loss": ["loss", "val_loss"],
+                                    "accuracy": ["accuracy", "val_accuracy"],
                                     "auc": ["val_auc"]}
     assert panel_name("val_loss") == "loss" and panel_name("loss") == "loss"
 
@@ -126,7 +130,8 @@ def test_a_rank_behind_by_a_tenth_of_an_epoch_is_lagging():
 def test_lagging_by_whole_epochs_without_step_counts():
     store = MetricsStore()
     store.feed([begin(0, steps=None), begin(1, steps=None),
-                epoch_end(0, 1.0, 0, loss=1.0), epoch_end(1, 1.0, 0, loss=1.0), epoch_end(0, 2.0, 1, loss=1.0)])
+                epoch_end(0, 1.0, 0, loss=1.0), epoch_end(1, 1.0, 0, loss=1.0),
+                epoch_end(0, 2.0, 1, loss=1.0)])
     assert store.lagging_ranks() == [1]
 
 
@@ -141,10 +146,14 @@ def test_a_finished_rank_is_not_lagging_but_one_that_has_not_started_the_next_ru
 
 def test_report_events_from_custom_loops():
     store = MetricsStore()
-    store.feed([{"kind": "report", "rank": 0, "time": 1.0, "step": 5, "epoch": None, "metrics": {"loss": 0.3}},
-                {"kind": "report", "rank": 0, "time": 2.0, "step": 6, "epoch": 1.5, "metrics": {"loss": 0.2}},
-                {"kind": "report", "rank": 1, "time": 2.0, "step": None, "epoch": None, "metrics": {"loss": 0.4}}])
-    assert [(r["x"], r["metrics"]) for r in store.reports(0)] == [(5, {"loss": 0.3}), (1.5, {"loss": 0.2})]
+    def report(rank, time, step, epoch, loss):
+        return {"kind": "report", "rank": rank, "time": time, "step": step, "epoch": epoch,
+                "metrics": {"loss": loss}}
+
+    store.feed([report(0, 1.0, 5, None, 0.3), report(0, 2.0, 6, 1.5, 0.2),
+                report(1, 2.0, None, None, 0.4)])
+    assert [(r["x"], r["metrics"]) for r in store.reports(0)] == \
+        [(5, {"loss": 0.3}), (1.5, {"loss": 0.2})]
     assert store.reports(1)[0]["x"] == 0                          # no step: counted
     assert store.report_series(0)["loss"] == ([1.5, 5], [0.2, 0.3])
     assert store.latest() == {"loss": 0.2}                        # same time: the lower rank wins
@@ -161,6 +170,26 @@ def test_unknown_and_malformed_events_are_ignored():
                 epoch_end(0, 2.0, 0, loss=1.0)])
     assert store.ignored_events == 4
     assert store.history(0) == {"loss": [1.0]}
+
+
+def test_lost_events_the_workers_tell_of_are_summed_and_reach_the_summary():
+    store = MetricsStore()
+    store.feed([begin(0, t=0.0), epoch_end(0, 1.0, 0, loss=1.0) | {"dropped": 3},
+                epoch_end(1, 1.0, 0, loss=1.0) | {"dropped": 2},
+                {"kind": "from_the_future", "rank": 1, "time": 2.0, "dropped": 1},
+                epoch_end(0, 2.0, 1, loss=0.5) | {"dropped": "garbled"}])
+    assert store.lost_events == 6
+    assert store.history(0) == {"loss": [1.0, 0.5]}              # a garbled count costs nothing
+    summary = store.summary()
+    assert summary["lost_events"] == 6 and summary["ignored_events"] == 1
+
+
+def test_summary_says_nothing_of_lost_or_ignored_events_when_there_are_none():
+    store = MetricsStore()
+    store.feed([begin(0, t=0.0), epoch_end(0, 1.0, 0, loss=1.0) | {"dropped": 0}])
+    assert "lost_events" not in store.summary() and "ignored_events" not in store.summary()
+    store.feed(["not an event"])
+    assert store.summary()["ignored_events"] == 1
 
 
 def test_summary_with_samples():
@@ -192,8 +221,10 @@ def test_summary_of_an_empty_store():
 
 def test_a_second_fit_continues_the_x_axis_and_initial_epoch_is_respected():
     store = MetricsStore()
-    store.feed([begin(0, epochs=1, steps=2)] + one_epoch(0, 0, 0.0, steps=2, loss=1.0) + [end(0, 2.0)])
-    store.feed([begin(0, 3.0, epochs=1, steps=2)] + one_epoch(0, 0, 3.0, steps=2, loss=0.5) + [end(0, 5.0)])
+    store.feed([begin(0, epochs=1, steps=2)] + one_epoch(0, 0, 0.0, steps=2, loss=1.0)
+               + [end(0, 2.0)])
+    store.feed([begin(0, 3.0, epochs=1, steps=2)] + one_epoch(0, 0, 3.0, steps=2, loss=0.5)
+               + [end(0, 5.0)])
     assert store.epoch_series(0)["loss"] == ([1.0, 2.0], [1.0, 0.5])
     assert [x for x, _ in store.batch_logs(0)] == [0.5, 1.0, 1.5, 2.0]
     # fit(initial_epoch=2, epochs=3): Keras already numbers the epoch 2.

@@ -1,7 +1,6 @@
 import io
 
 import pytest
-
 from tfmw_notebook.output import OutputRelay, PrefixedStream
 
 pytestmark = pytest.mark.timeout(30)

@@ -2,7 +2,6 @@
 
 import ipywidgets
 import pytest
-
 from tfmw_notebook.checkpoints import CheckpointInfo
 from tfmw_notebook.widgets.picker import CheckpointPicker, checkpoint_label, monitor_metric
 
@@ -30,7 +29,8 @@ class Recorder:
     def actions(self, **overrides):
         def record(name):
             return lambda *args: self.calls.append((name, *args))
-        return {name: overrides.get(name, record(name)) for name in ("restore", "resume", "load", "delete")}
+        return {name: overrides.get(name, record(name))
+                for name in ("restore", "resume", "load", "delete")}
 
 
 def listed_names(picker):
@@ -40,8 +40,10 @@ def listed_names(picker):
 def test_widget_tree_is_built_from_real_widgets():
     picker = CheckpointPicker(CHECKPOINTS, Recorder().actions())
     assert isinstance(picker.widget, ipywidgets.VBox)
-    assert isinstance(picker.list, ipywidgets.Select) and isinstance(picker.list.comm, RecordingComm)
-    assert isinstance(picker.image, ipywidgets.Image) and bytes(picker.image.value).startswith(PNG_SIGNATURE)
+    assert (isinstance(picker.list, ipywidgets.Select)
+            and isinstance(picker.list.comm, RecordingComm))
+    assert (isinstance(picker.image, ipywidgets.Image)
+            and bytes(picker.image.value).startswith(PNG_SIGNATURE))
     assert isinstance(picker.model_name, ipywidgets.Text) and picker.model_name.value == "model"
     assert [b.description for b in picker.buttons.values()] == [
         "Restore on workers", "Resume training from here", "Load into notebook", "Delete"]
@@ -96,7 +98,8 @@ def test_delete_removes_the_row_and_selects_a_neighbour():
     assert listed_names(picker) == ["ckpt-000004", "ckpt-000002", "ckpt-000001"]
     assert len(picker.list.options) == 3
     assert picker.selected.name == "ckpt-000002"              # the row below moved up
-    assert list(picker.list.comm.updates("_options_labels")[-1]) == [label for label, _ in picker.list.options]
+    assert (list(picker.list.comm.updates("_options_labels")[-1])
+            == [label for label, _ in picker.list.options])
 
     picker.select("ckpt-000001")                              # the last row: the one above
     picker.buttons["delete"].click()
@@ -125,7 +128,8 @@ def test_an_action_that_raises_shows_its_message_and_changes_nothing():
 
 
 def test_a_string_returned_by_an_action_is_shown():
-    picker = CheckpointPicker(CHECKPOINTS, Recorder().actions(load=lambda info: f"model <- {info.name}"))
+    picker = CheckpointPicker(CHECKPOINTS,
+                              Recorder().actions(load=lambda info: f"model <- {info.name}"))
     picker.buttons["load"].click()
     assert picker.status.value == "model &lt;- ckpt-000004"
 

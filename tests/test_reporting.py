@@ -8,7 +8,6 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from tfmw_notebook.metrics import MetricsStore
 from tfmw_notebook.worker.reporting import EventPublisher, events_key, new_events
 
@@ -104,6 +103,48 @@ def test_a_failing_publish_never_breaks_training():
     assert isinstance(publisher.last_error, RuntimeError)
 
 
+def test_lost_events_are_counted_on_the_next_publish_that_gets_through():
+    published, failures = [], [RuntimeError("down"), RuntimeError("still down")]
+
+    def flaky_publish(message):
+        if failures:
+            raise failures.pop(0)
+        published.append(message)
+
+    clock = FakeClock()
+    publisher = EventPublisher(flaky_publish, rank=0, clock=clock)
+    publisher.emit("train_begin", epochs=1, steps=2, mode="fit")      # lost
+    clock.now += 1
+    publisher.emit("batch", epoch=0, step=0, logs={"loss": 1.0})       # lost
+    clock.now += 1
+    publisher.emit("batch", epoch=0, step=1, logs={"loss": 0.5})
+    publisher.emit("epoch", epoch=0, logs={"loss": 0.5})
+    assert publisher.dropped_events == 2 and publisher.errors == 2
+
+    sent, _ = new_events(merged_like_ipyparallel(published), 0)
+    assert [e.get("dropped") for e in sent] == [2, None]              # told once, not again
+    store = MetricsStore()
+    store.feed(sent)
+    assert store.lost_events == 2 and store.summary()["lost_events"] == 2
+
+
+def test_a_lost_count_whose_own_publish_fails_is_told_with_the_next_one():
+    published, calls = [], []
+
+    def fails_twice(message):
+        calls.append(message)
+        if len(calls) <= 2:
+            raise RuntimeError("down")
+        published.append(message)
+
+    publisher = EventPublisher(fails_twice, rank=0)
+    publisher.emit("train_begin", epochs=1, steps=1, mode="fit")
+    publisher.emit("epoch", epoch=0, logs={})                          # carries 1, lost too
+    publisher.emit("train_end")
+    assert calls[1][events_key(2)][-1]["dropped"] == 1
+    assert published[0][events_key(3)][-1]["dropped"] == 2
+
+
 def test_publisher_takes_whole_event_dicts_as_the_worker_context_sends_them():
     published = []
     publisher = EventPublisher(published.append, rank=1)
@@ -119,10 +160,11 @@ def test_min_interval_must_not_be_negative():
 
 
 def test_importing_the_pure_modules_does_not_import_tensorflow():
-    code = ("import sys, tfmw_notebook.metrics, tfmw_notebook.worker.reporting, tfmw_notebook.widgets;"
+    code = ("import sys, tfmw_notebook.events, tfmw_notebook.metrics,"
+            " tfmw_notebook.worker.reporting, tfmw_notebook.widgets;"
             "print('tensorflow' in sys.modules)")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                            cwd=os.path.dirname(os.path.dirname(__file__)))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
 
@@ -154,9 +196,27 @@ KERAS_SCRIPT = textwrap.dedent("""
                         verbose=0, callbacks=[callback])
     evaluated = model.evaluate(x_val, y_val, batch_size=32, verbose=0, callbacks=[callback],
                                return_dict=True)
+
+    from tfmw_notebook.events import metric_value
+    from tfmw_notebook.worker import reporting
+
+    def error_of(make):
+        try:
+            make()
+        except Exception as error:
+            return f"{type(error).__name__}: {error}"
+
+    publisher = EventPublisher(published.append, rank=0)
     json.dump({"published": published, "history": history.history,
                "evaluated": {k: float(v) for k, v in evaluated.items()},
-               "callback_class": type(callback).__name__}, sys.stdout)
+               "callback_class": type(callback).__qualname__,
+               "class_by_name": reporting.KerasReportingCallback is type(callback),
+               "positional_samples": error_of(
+                   lambda: reporting.KerasReportingCallback(publisher, 32)),
+               "zero_samples": error_of(lambda: make_keras_callback(publisher, 0)),
+               "scalar_tensor": metric_value(tf.constant(0.5)),
+               "nan_tensor": repr(metric_value(tf.constant(float("nan")))),
+               "vector_tensor": metric_value(tf.ones(3))}, sys.stdout)
 """)
 
 
@@ -171,9 +231,23 @@ def keras_run():
     return json.loads(result.stdout)
 
 
+def test_keras_callback_is_a_named_class_with_keyword_arguments(keras_run):
+    assert keras_run["callback_class"] == "KerasReportingCallback"
+    assert keras_run["class_by_name"]
+    assert keras_run["positional_samples"].startswith("TypeError")
+    assert keras_run["zero_samples"] == (
+        "ValueError: Invalid value for argument `samples_per_step`. Received: samples_per_step=0. "
+        "Expected a positive integer or None.")
+
+
+def test_tensors_are_coerced_like_numpy_scalars(keras_run):
+    assert keras_run["scalar_tensor"] == 0.5
+    assert keras_run["nan_tensor"] == "nan"
+    assert keras_run["vector_tensor"] is None
+
+
 def test_keras_callback_rebuilds_history_exactly(keras_run):
     published, history = keras_run["published"], keras_run["history"]
-    assert keras_run["callback_class"] == "KerasReportingCallback"
     assert set(history) == {"loss", "mae", "val_loss", "val_mae"}
 
     events, _ = new_events(merged_like_ipyparallel(published), 0)
@@ -193,7 +267,8 @@ def test_keras_callback_events_follow_the_format(keras_run):
     assert begin["kind"] == "train_begin" and begin["mode"] == "fit"
     assert begin["epochs"] == 2 and begin["steps"] == 8          # 256 samples / batch 32
     batches = [e for e in fit_events if e["kind"] == "batch"]
-    assert [(e["epoch"], e["step"]) for e in batches] == [(ep, s) for ep in range(2) for s in range(8)]
+    assert [(e["epoch"], e["step"]) for e in batches] == \
+        [(ep, s) for ep in range(2) for s in range(8)]
     assert all(type(v) is float for e in batches for v in e["logs"].values())
     epochs = [e for e in fit_events if e["kind"] == "epoch"]
     assert [e["samples"] for e in epochs] == [256, 256]

@@ -1,7 +1,6 @@
 import json
 
 import pytest
-
 from tfmw_notebook import tfconfig
 from tfmw_notebook.tfconfig import EngineReport
 

@@ -3,8 +3,7 @@ and nothing lost (the cluster and the notebook's variables survive)."""
 
 import pytest
 from IPython.core.error import UsageError
-
-from tfmw_notebook import magics
+from tfmw_notebook.session import NotebookSession
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -12,7 +11,8 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.fixture
 def ip(terminal_shell, monkeypatch):
     # A fresh session: no cluster and no recorded training, whatever ran before.
-    monkeypatch.setattr(magics, "_active", {})
+    magics = terminal_shell.magics_manager.registry["TFDistMagics"]
+    monkeypatch.setattr(magics, "session", NotebookSession())
     return terminal_shell
 
 
@@ -24,7 +24,8 @@ def ip(terminal_shell, monkeypatch):
     ("start --communication smoke", "invalid choice: 'smoke'"),
     ("start --timeout -5", "expected seconds > 0"),
     ("start --gpus-per-worker x", "expected a whole number, got 'x'"),
-    ("", "needs a command: start, attach, status, restart, stop, history or dashboard"),
+    ("", "needs a command: start, attach, status, history, dashboard, checkpointing, restore, "
+         "checkpoints, restart or stop"),
     ("dashboard maybe", "invalid choice: 'maybe'"),
     ("history", "no training has been recorded yet"),
     ("launch", "invalid choice: 'launch'"),

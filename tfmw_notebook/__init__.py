@@ -9,9 +9,11 @@ from .checkpoint_actions import load_into_notebook as load_checkpoint
 from .checkpoints import list_checkpoints, list_runs
 from .cluster import RunResult, TFCluster
 from .errors import ClusterSetupError, NoClusterError, TFDistError, WorkerFailed
-from .magics import active_cluster
+from .run_options import BackupPolicy, CellOptions, CheckpointPolicy
+from .session import active_cluster
 
-__all__ = ["TFCluster", "RunResult", "TFDistError", "ClusterSetupError", "NoClusterError",
+__all__ = ["TFCluster", "RunResult", "CellOptions", "CheckpointPolicy", "BackupPolicy",
+           "TFDistError", "ClusterSetupError", "NoClusterError",
            "WorkerFailed", "active_cluster", "list_checkpoints", "list_runs", "load_checkpoint",
            "load_ipython_extension", "unload_ipython_extension"]
 __version__ = "0.1.0"
@@ -24,6 +26,8 @@ def load_ipython_extension(ipython) -> None:
 
 
 def unload_ipython_extension(ipython) -> None:
-    from .magics import stop_active_cluster
+    from .session import current_session
 
-    stop_active_cluster()
+    session = current_session()
+    if session is not None:
+        session.reset()  # stops the cluster; a reload starts from a new session

@@ -1,7 +1,7 @@
 """What a %%tfdist cell's Keras calls get, from the magic's flags and session settings.
 
-Pure: turns parsed arguments into the options dict the workers understand
-(see worker/keras_hooks.py), and names the run directory.
+Pure: turns parsed arguments into the CellOptions the workers understand
+(run_options.py), and names the run directory.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import os
 import time
 
 from . import checkpoints
+from .run_options import BackupPolicy, CellOptions, CheckpointPolicy
 
 
 def run_directory(checkpoint_dir: str | None, *, cwd: str, now: float | None = None) -> str:
@@ -32,15 +33,16 @@ def backup_frequency(text: str) -> str | int:
     try:
         steps = int(text)
     except ValueError:
-        raise ValueError(f"--backup-every takes 'epoch' or a number of steps, got {text!r}") from None
+        raise ValueError(
+            f"--backup-every takes 'epoch' or a number of steps, got {text!r}") from None
     if steps < 1:
         raise ValueError(f"--backup-every takes 'epoch' or a number of steps >= 1, got {steps}")
     return steps
 
 
 def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None,
-          cwd: str) -> tuple[dict, str | None]:
-    """The options dict for worker/keras_hooks.configure(), and the run directory.
+          cwd: str) -> tuple[CellOptions, str | None]:
+    """The cell's CellOptions, and the run directory.
 
     `resume_next` is a checkpoint the picker chose for the next cell; an explicit
     `--resume-from` wins over it.
@@ -58,18 +60,16 @@ def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None
         run_dir = run_directory(args.checkpoint_dir, cwd=cwd)
     else:
         run_dir = None
-    options = {
-        "report": dashboard and not args.no_dashboard,
-        "quiet_progress": not args.raw_progress,
-        "checkpoint": None,
-        "backup": None,
-        "resume_from": resume.path if resume is not None else None,
-    }
+    checkpoint = backup = None
     if saving:
-        options["checkpoint"] = {"run_dir": run_dir, "every": args.checkpoint_every,
-                                 "keep_last": args.keep_last, "keep_best": args.keep_best,
-                                 "monitor": args.monitor, "mode": args.monitor_mode}
+        checkpoint = CheckpointPolicy(run_dir=run_dir, every=args.checkpoint_every,
+                                      keep_last=args.keep_last, keep_best=args.keep_best,
+                                      monitor=args.monitor, mode=args.monitor_mode)
     if args.max_restarts:
-        options["backup"] = {"dir": os.path.join(run_dir, "backup"),
-                             "save_freq": args.backup_every}
+        backup = BackupPolicy(directory=os.path.join(run_dir, "backup"),
+                              save_freq=args.backup_every)
+    options = CellOptions(report=dashboard and not args.no_dashboard,
+                          quiet_progress=not args.raw_progress, checkpoint=checkpoint,
+                          backup=backup,
+                          resume_from=resume.path if resume is not None else None)
     return options, run_dir

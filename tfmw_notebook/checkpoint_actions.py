@@ -45,24 +45,24 @@ def load_into_notebook(path: str):
                          "pip install tf-keras") from None
     import tensorflow as tf
 
-    from .worker.checkpointing import MODEL_JSON, WEIGHTS, trackables
-
-    spec = os.path.join(path, MODEL_JSON)
+    spec = os.path.join(path, checkpoints.MODEL_JSON)
     if not os.path.exists(spec):
         raise ValueError(f"{os.path.basename(path)} holds weights only (the model has no JSON "
                          "form, e.g. a subclassed model): build the model here and restore with "
                          "tf.train.Checkpoint(model=model).read(...)")
     with open(spec) as source:
         model = tf_keras.models.model_from_json(source.read())
-    tf.train.Checkpoint(**trackables(model)).read(os.path.join(path, WEIGHTS)).expect_partial()
+    weights = os.path.join(path, checkpoints.WEIGHTS)
+    tf.train.Checkpoint(**checkpoints.trackables(model)).read(weights).expect_partial()
     with open(os.path.join(path, checkpoints.META_FILE)) as meta:
         model._tfmw_checkpoint = json.load(meta)
     return model
 
 
-def show_checkpoints(shell, directory: str | None, settings: dict, active_cluster):
+def show_checkpoints(shell, directory: str | None, session):
+    """The picker for a run, its buttons bound to this notebook `session`."""
     try:
-        run_dir = find_run(directory, settings.get("last_run"))
+        run_dir = find_run(directory, session.last_run)
     except ValueError as exc:
         from IPython.core.error import UsageError
 
@@ -70,7 +70,7 @@ def show_checkpoints(shell, directory: str | None, settings: dict, active_cluste
     found = checkpoints.list_checkpoints(run_dir)
 
     def restore(info: CheckpointInfo, model_name: str):
-        cluster = active_cluster()
+        cluster = session.cluster
         if cluster is None:
             raise ValueError("no cluster is running: `%tfdist start` it, build the model, "
                              "then restore")
@@ -78,7 +78,7 @@ def show_checkpoints(shell, directory: str | None, settings: dict, active_cluste
         return f"restored {info.name} into {model_name!r} on {len(digests)} workers"
 
     def resume(info: CheckpointInfo):
-        settings["resume_next"] = info.path
+        session.resume_next = info.path
         return f"the next %%tfdist cell's fit() resumes from {info.name} (epoch {info.epoch})"
 
     def load(info: CheckpointInfo):

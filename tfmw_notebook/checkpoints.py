@@ -10,7 +10,8 @@ Layout (fixed):
         ckpt-000003/                a complete checkpoint after 3 epochs
             meta.json               {"epoch", "step", "metrics", "wall_time", "saved_at",
                                      "tf_version", "run", "model"}
-            ...                     TensorFlow's files
+            model.json              the architecture, so the notebook can rebuild the model
+            weights.*               a tf.train.Checkpoint of the model and its optimizer
         .tmp-ckpt-000004-<nonce>/   being written, or left by a writer that died: not a checkpoint
 
 A checkpoint is complete iff its directory is named ckpt-NNNNNN and holds a meta.json
@@ -32,15 +33,28 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
+from .events import metric_values
+
 CHECKPOINT_PREFIX = "ckpt-"
 TEMP_PREFIX = ".tmp-"
 DEFAULT_ROOT = "tfdist_checkpoints"
 META_FILE = "meta.json"
 RUN_FILE = "run.json"
+WEIGHTS = "weights"          # tf.train.Checkpoint prefix inside a checkpoint directory
+MODEL_JSON = "model.json"
 
 _CHECKPOINT_NAME = re.compile(re.escape(CHECKPOINT_PREFIX) + r"(\d{6,})")
 _TRAIN_HINT = "train with %%tfdist --checkpoint-dir ... first"
 _MODES = ("min", "max")
+
+
+def trackables(model) -> dict:
+    """What a checkpoint holds: the model, and its optimizer (to resume exactly)."""
+    found = {"model": model}
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None:
+        found["optimizer"] = optimizer
+    return found
 
 
 def checkpoint_name(epoch: int) -> str:
@@ -107,7 +121,7 @@ def _read_checkpoint(path: str) -> tuple[CheckpointInfo | None, str]:
         name=name,
         epoch=meta["epoch"],
         step=_int_or_none(meta.get("step")),
-        metrics=_floats(metrics if isinstance(metrics, dict) else {}),
+        metrics=metric_values(metrics if isinstance(metrics, dict) else {}),
         wall_time=_float_or_none(meta.get("wall_time")),
         saved_at=_float_or_none(meta.get("saved_at")),
         tf_version=_str_or_none(meta.get("tf_version")),
@@ -155,7 +169,8 @@ def _is_run_dir(path: str) -> bool:
 
 def _run_time(run_dir: str) -> float:
     created = (read_run(run_dir) or {}).get("created")
-    if isinstance(created, (int, float)) and not isinstance(created, bool) and math.isfinite(created):
+    if (isinstance(created, (int, float)) and not isinstance(created, bool)
+            and math.isfinite(created)):
         return float(created)
     try:
         return os.path.getmtime(run_dir)
@@ -203,7 +218,8 @@ def resolve(spec: str, root: str | os.PathLike = DEFAULT_ROOT) -> CheckpointInfo
         path = os.path.join(root, spec)
     if not os.path.exists(path):
         runs = [os.path.basename(run) for run in list_runs(root)]
-        options = f"runs under {shown_root}: {_choices(runs)}" if runs else f"no runs under {shown_root} yet"
+        options = (f"runs under {shown_root}: {_choices(runs)}" if runs
+                   else f"no runs under {shown_root} yet")
         raise ValueError(f"{spec} does not exist: give 'latest', a run directory or a "
                          f"{CHECKPOINT_PREFIX}NNNNNN directory ({options})")
     if not os.path.isdir(path):
@@ -256,7 +272,8 @@ def ensure_run(run_dir: str | os.PathLike, workers: int, tf_version: str) -> str
     if not os.path.exists(path):
         run = {"run": os.path.basename(os.path.normpath(run_dir)), "created": time.time(),
                "workers": int(workers), "tf_version": str(tf_version)}
-        _write_json_atomic(path, run, temp=os.path.join(run_dir, f"{TEMP_PREFIX}{RUN_FILE}-{_nonce()}"))
+        _write_json_atomic(path, run,
+                           temp=os.path.join(run_dir, f"{TEMP_PREFIX}{RUN_FILE}-{_nonce()}"))
     return path
 
 
@@ -371,7 +388,8 @@ def select_to_delete(checkpoints: Iterable[CheckpointInfo], *, keep_last: int | 
     is always kept; None sets no limit, and both None keep everything.
     """
     for name, value in (("keep_last", keep_last), ("keep_best", keep_best)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
             raise ValueError(_invalid(name, value, "an integer >= 1 or None"))
     if mode not in _MODES:
         raise ValueError(_invalid("mode", mode, "'min' or 'max'"))
@@ -385,20 +403,24 @@ def select_to_delete(checkpoints: Iterable[CheckpointInfo], *, keep_last: int | 
     if keep_last is not None:
         keep.update(info.path for info in ordered[-keep_last:])
     if keep_best is not None:
-        metric = next((m for m in (monitor, "loss") if any(_has(info, m) for info in ordered)), None)
+        metric = next((m for m in (monitor, "loss")
+                       if any(_has(info, m) for info in ordered)), None)
         if metric is None:
             best = ordered[-keep_best:]
         else:
             scored = [info for info in ordered if _has(info, metric)]
             sign = 1.0 if mode == "min" else -1.0
-            best = sorted(scored, key=lambda info: (sign * info.metrics[metric], -info.epoch))[:keep_best]
+            best = sorted(scored,
+                          key=lambda info: (sign * info.metrics[metric], -info.epoch))[:keep_best]
         keep.update(info.path for info in best)
     return [info for info in ordered if info.path not in keep]
 
 
-def metric_series(checkpoints: Iterable[CheckpointInfo], metric: str) -> tuple[list[int], list[float]]:
+def metric_series(checkpoints: Iterable[CheckpointInfo],
+                  metric: str) -> tuple[list[int], list[float]]:
     """(epochs, values) of `metric` over the checkpoints that have it, by epoch."""
-    points = sorted((info.epoch, info.metrics[metric]) for info in checkpoints if _has(info, metric))
+    points = sorted((info.epoch, info.metrics[metric])
+                    for info in checkpoints if _has(info, metric))
     return [epoch for epoch, _ in points], [value for _, value in points]
 
 
@@ -412,18 +434,6 @@ def _invalid(name: str, value: Any, expected: str) -> str:
 def _has(info: CheckpointInfo, metric: str) -> bool:
     value = info.metrics.get(metric)
     return value is not None and math.isfinite(value)
-
-
-def _floats(values: dict) -> dict[str, float]:
-    result = {}
-    for name, value in values.items():
-        if isinstance(value, bool):
-            continue
-        try:
-            result[str(name)] = float(value)
-        except (TypeError, ValueError):
-            continue
-    return result
 
 
 def _int_or_none(value: Any) -> int | None:

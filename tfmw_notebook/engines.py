@@ -19,8 +19,9 @@ from IPython.core.profiledir import ProfileDir, ProfileDirError
 from IPython.paths import get_ipython_dir
 
 from .errors import ClusterSetupError
+from .limits import POLL_SECONDS
 
-_POLL = 0.05
+_log = logging.getLogger("tfmw_notebook")
 # The hub counts an engine as registered at its first heartbeat: with the default
 # 3 s period that alone made start-up ~5 s slower. Beats are answered by zmq in a
 # C thread, so a busy engine still answers; 20 misses (5 s) mark one dead.
@@ -163,7 +164,7 @@ class EngineGroup:
                     "raise --timeout, or check the engines' logs "
                     f"(ipcluster's log directory in {self.client.profile or 'the profile'})"
                 )
-            time.sleep(_POLL)
+            time.sleep(POLL_SECONDS)
 
     # -- kill / restart / stop --------------------------------------------------
 
@@ -185,8 +186,10 @@ class EngineGroup:
         if remote:
             try:
                 self.client.send_signal(signal.SIGKILL, targets=remote, block=True)
-            except Exception:
-                pass  # a dead nanny means a dead engine already
+            except Exception as exc:
+                # A dead nanny usually means a dead engine already; say so in the log.
+                _log.warning("could not signal engines %s through their nanny: %s",
+                             remote, exc)
         self._retired.update(pids)
 
     def can_restart(self) -> bool:
@@ -227,4 +230,4 @@ def _quietly(action) -> None:
     try:
         action()
     except Exception:
-        logging.getLogger(__name__).debug("ignored error while stopping", exc_info=True)
+        _log.debug("ignored error while stopping", exc_info=True)

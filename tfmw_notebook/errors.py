@@ -1,6 +1,13 @@
-"""Errors the notebook shows: one clear line, plus a worker's traceback where there is one."""
+"""Errors the notebook shows: one clear line, plus a worker's traceback where there is one.
+
+Also how a worker's remote exception is read: its summary line, and its
+traceback with our own frames dropped.
+"""
 
 from __future__ import annotations
+
+import os
+import re
 
 
 class TFDistError(RuntimeError):
@@ -8,6 +15,10 @@ class TFDistError(RuntimeError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"{type(self).__name__}: {self}"]
+
+
+class BadArgument(TFDistError, ValueError):
+    """An argument the caller got wrong; the magics show it as a one-line usage error."""
 
 
 class ClusterSetupError(TFDistError):
@@ -61,3 +72,60 @@ class WorkerFailed(TFDistError):
         lines.append(f"{type(self).__name__}: {self}")
         lines.extend(self.hints)
         return lines
+
+
+# -- reading a worker's exception -----------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_INTERNAL_FRAMES = ("tfmw_notebook" + os.sep + "worker" + os.sep, "ipyparallel" + os.sep,
+                    "<string>")
+
+
+def is_engine_death(exc: BaseException) -> bool:
+    """ipyparallel's way of saying the engine running the task went away."""
+    import ipyparallel.error as ipp_error
+
+    if isinstance(exc, ipp_error.EngineError):
+        return True
+    return getattr(exc, "ename", "") == "EngineError"
+
+
+def remote_traceback(exc: BaseException) -> str:
+    text = getattr(exc, "traceback", None)
+    if isinstance(text, str) and text:
+        return drop_internal_frames(text)
+    return ""
+
+
+def drop_internal_frames(text: str) -> str:
+    """Keep the user's frames: drop those of our runner, ipyparallel and exec.
+
+    Frames are blocks that start at a `File ...` line and end at a blank line
+    (IPython's format); the header and the final error line are kept.
+    """
+    kept, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        plain = _ANSI.sub("", line).strip()
+        if plain.startswith("File "):
+            skipping = any(marker in plain for marker in _INTERNAL_FRAMES)
+        elif not plain and skipping:
+            skipping = False
+            continue  # the blank line that closed a dropped frame
+        if not skipping:
+            kept.append(line)
+    return "".join(kept)
+
+
+def remote_summary(exc: BaseException) -> str:
+    """'NameError: name 'x' is not defined': the exception's name and first line."""
+    ename = getattr(exc, "ename", None) or type(exc).__name__
+    evalue = getattr(exc, "evalue", None)
+    if evalue is None:
+        evalue = str(exc)
+    evalue = str(evalue).strip().splitlines()[0] if str(evalue).strip() else ""
+    return f"{ename}: {evalue}" if evalue else ename
+
+
+def prefixed(text: str, rank: int) -> str:
+    """Every line marked with the worker it came from."""
+    return "".join(f"[worker {rank}] {line}\n" for line in text.rstrip("\n").splitlines())

@@ -17,22 +17,18 @@ from IPython.utils.process import arg_split
 
 from . import cell_options
 from .cluster import COMMUNICATIONS, RemoteValue, TFCluster
-from .errors import TFDistError, WorkerFailed
+from .errors import BadArgument, TFDistError, WorkerFailed, remote_summary
 from .hints import missing_name_hint
+from .limits import DEFAULT_TIMEOUT
+from .session import NotebookSession, active_cluster, current_session
 
-_active: dict = {}
-_settings = {"dashboard": True, "checkpointing": True, "restore": True, "resume_next": None,
-             "last_run": None}
-
-
-def active_cluster() -> TFCluster | None:
-    return _active.get("cluster")
+__all__ = ["TFDistMagics", "LINE_PARSER", "CELL_PARSER", "active_cluster", "stop_active_cluster"]
 
 
 def stop_active_cluster() -> None:
-    cluster = _active.pop("cluster", None)
-    if cluster is not None:
-        cluster.stop()
+    session = current_session()
+    if session is not None:
+        session.stop_cluster()
 
 
 def _number(convert, name: str, wanted: str, acceptable):
@@ -70,8 +66,9 @@ def _backup_frequency(text: str):
 
 
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--timeout", type=_seconds, default=120.0, metavar="S",
-                        help="seconds to wait for engines and TensorFlow to come up (default 120)")
+    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="S",
+                        help="seconds to wait for engines and TensorFlow to come up "
+                             f"(default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--communication", choices=COMMUNICATIONS, default="auto",
                         help="collective implementation for MultiWorkerMirroredStrategy")
     parser.add_argument("--gpus-per-worker", type=_non_negative, default=0, metavar="K",
@@ -166,6 +163,12 @@ CELL_PARSER = _cell_parser()
 
 @magics_class
 class TFDistMagics(Magics):
+    """%tfdist / %%tfdist; `session` holds this kernel's cluster, last run and preferences."""
+
+    def __init__(self, shell=None, **kwargs):
+        super().__init__(shell, **kwargs)
+        self.session = NotebookSession()
+
     @line_cell_magic
     def tfdist(self, line: str, cell: str | None = None):
         if cell is None:
@@ -177,8 +180,7 @@ class TFDistMagics(Magics):
     def _line(self, line: str):
         args = LINE_PARSER.parse_args(arg_split(line))
         if args.command is None:
-            raise UsageError("%tfdist needs a command: start, attach, status, restart, stop, "
-                             "history or dashboard (see %tfdist?)")
+            raise UsageError(f"%tfdist needs a command: {_command_list()} (see %tfdist?)")
         return getattr(self, f"_{args.command}")(args)
 
     def _start(self, args):
@@ -186,8 +188,8 @@ class TFDistMagics(Magics):
         cluster = self._guarded(lambda: TFCluster.start(
             args.workers, timeout=args.timeout, communication=args.communication,
             gpus_per_worker=args.gpus_per_worker))
-        cluster.restore_state = _settings["restore"]
-        _active["cluster"] = cluster
+        cluster.restore_state = self.session.preferences.restore
+        self.session.cluster = cluster
         print(cluster.describe())
 
     def _attach(self, args):
@@ -198,8 +200,8 @@ class TFDistMagics(Magics):
             profile=args.profile, cluster_id=args.cluster_id, url_file=args.url_file,
             n=args.workers, timeout=args.timeout, communication=args.communication,
             gpus_per_worker=args.gpus_per_worker))
-        cluster.restore_state = _settings["restore"]
-        _active["cluster"] = cluster
+        cluster.restore_state = self.session.preferences.restore
+        self.session.cluster = cluster
         print(cluster.describe())
 
     def _status(self, args):
@@ -214,26 +216,26 @@ class TFDistMagics(Magics):
                   f"{'yes' if row['alive'] else 'NO':<5}  {row['running'] or '-'}")
 
     def _history(self, args):
-        store = _active.get("history")
+        store = self.session.history
         if store is None:
             raise UsageError("no training has been recorded yet: run a %%tfdist cell that "
                              "calls fit() or tfdist.report() (with the dashboard on)")
         return store
 
     def _dashboard(self, args):
-        _settings["dashboard"] = args.state == "on"
+        self.session.preferences.dashboard = args.state == "on"
         print(f"dashboard {args.state} for the next %%tfdist cells")
 
     def _checkpointing(self, args):
-        _settings["checkpointing"] = args.state == "on"
+        self.session.preferences.checkpointing = args.state == "on"
         print(f"automatic checkpoints {args.state} for the next %%tfdist cells")
 
     def _restore(self, args):
-        _settings["restore"] = args.state == "on"
-        cluster = active_cluster()
-        if cluster is not None:
-            cluster.restore_state = _settings["restore"]
-        if _settings["restore"]:
+        preferences = self.session.preferences
+        preferences.restore = args.state == "on"
+        if self.session.cluster is not None:
+            self.session.cluster.restore_state = preferences.restore
+        if preferences.restore:
             print("restore on: after a restart the earlier %%tfdist cells are replayed, each "
                   "fit() restored from the state it ended with")
         else:
@@ -242,7 +244,7 @@ class TFDistMagics(Magics):
     def _checkpoints(self, args):
         from .checkpoint_actions import show_checkpoints
 
-        return show_checkpoints(self.shell, args.directory, _settings, active_cluster)
+        return show_checkpoints(self.shell, args.directory, self.session)
 
     def _restart(self, args):
         cluster = self._require_cluster()
@@ -253,7 +255,7 @@ class TFDistMagics(Magics):
     def _stop(self, args):
         cluster = self._require_cluster()
         size = cluster.size
-        stop_active_cluster()
+        self.session.stop_cluster()
         print(f"stopped {size} workers")
 
     # -- %%tfdist -------------------------------------------------------------
@@ -268,14 +270,15 @@ class TFDistMagics(Magics):
         pushed = self._collect_push(args.push)
         if pushed:
             self._guarded(lambda: cluster.push(pushed))
+        session, preferences = self.session, self.session.preferences
         try:
-            options, run_dir = cell_options.build(args, dashboard=_settings["dashboard"],
-                                         checkpointing=_settings["checkpointing"],
-                                         resume_next=_settings["resume_next"], cwd=os.getcwd())
-        except ValueError as exc:
+            options, run_dir = cell_options.build(
+                args, dashboard=preferences.dashboard, checkpointing=preferences.checkpointing,
+                resume_next=session.resume_next, cwd=os.getcwd())
+        except ValueError as exc:  # no checkpoint to resume from, a bad option value
             raise UsageError(str(exc)) from None
         live = None
-        if options["report"]:
+        if options.report:
             from .widgets.live import LiveRun
 
             live = LiveRun(widgets=getattr(self.shell, "kernel", None) is not None)
@@ -284,7 +287,7 @@ class TFDistMagics(Magics):
                 cell, timeout=args.timeout, all_output=args.all_output, options=options,
                 max_restarts=args.max_restarts, restore=False if args.no_restore else None,
                 on_data=live.on_data if live is not None else None))
-            _settings["resume_next"] = None
+            session.resume_next = None
         except WorkerFailed as failure:
             hint = missing_name_hint(failure.error_name, failure.error_value, self.shell.user_ns)
             if hint:
@@ -292,11 +295,11 @@ class TFDistMagics(Magics):
             raise
         finally:
             if run_dir and os.path.isdir(run_dir):
-                _settings["last_run"] = run_dir
+                session.last_run = run_dir
             if live is not None:
                 live.finish()
                 if live.store.ranks:
-                    _active["history"] = live.store
+                    session.history = live.store
         if args.out:
             self._copy_out(cluster, args.out)
         if result.display is not None:
@@ -341,22 +344,25 @@ class TFDistMagics(Magics):
         try:
             values = cluster.pull(names)
         except Exception as exc:
+            summary = remote_summary(exc)
+            if not _is_serialization_error(exc):
+                raise TFDistError(f"--out {' '.join(names)}: could not copy it from the "
+                                  f"chief: {summary}") from None
             raise UsageError(
-                f"--out {' '.join(names)}: could not copy it from the chief "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); "
+                f"--out {' '.join(names)}: it cannot be sent from the chief ({summary}); "
                 "copy plain data (numbers, arrays, weights) instead") from None
         self.shell.user_ns.update(values)
 
     # -- helpers --------------------------------------------------------------
 
     def _refuse_second_cluster(self) -> None:
-        cluster = active_cluster()
+        cluster = self.session.cluster
         if cluster is not None:
             raise UsageError(f"a cluster of {cluster.size} workers is already running: "
                              "`%tfdist stop` it first, or `%tfdist restart` for fresh workers")
 
     def _require_cluster(self) -> TFCluster:
-        cluster = active_cluster()
+        cluster = self.session.cluster
         if cluster is None:
             raise UsageError("no cluster is running: start one with `%tfdist start -n 2` "
                              "(or use a running one with `%tfdist attach`)")
@@ -364,18 +370,32 @@ class TFDistMagics(Magics):
 
     @staticmethod
     def _guarded(action):
+        """Arguments the API refused are the user's input: show them as usage errors."""
         try:
             return action()
-        except ValueError as exc:
+        except BadArgument as exc:
             raise UsageError(str(exc)) from None
-        except TFDistError:
-            raise
+
+
+def _is_serialization_error(exc: BaseException) -> bool:
+    name = getattr(exc, "ename", "") or type(exc).__name__
+    text = str(getattr(exc, "evalue", "") or exc).lower()
+    return name in ("PicklingError", "TypeError", "AttributeError") or "pickl" in text
+
+
+def _command_list() -> str:
+    names = list(_subcommands().choices)
+    return ", ".join(names[:-1]) + f" or {names[-1]}"
+
+
+def _subcommands() -> argparse._SubParsersAction:
+    return next(action for action in LINE_PARSER._actions
+                if isinstance(action, argparse._SubParsersAction))
 
 
 def _help() -> str:
     """Help for `%tfdist?`, made from the parsers so it cannot fall out of date."""
-    commands = next(action for action in LINE_PARSER._actions
-                    if isinstance(action, argparse._SubParsersAction))
+    commands = _subcommands()
     parts = [LINE_PARSER.format_help()]
     parts += [sub.format_help() for sub in commands.choices.values()]
     parts.append(CELL_PARSER.format_help())

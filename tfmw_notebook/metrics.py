@@ -1,17 +1,9 @@
 """A pure store of the training events the workers send: curves, progress, summary.
 
 No TensorFlow, ipywidgets or matplotlib here: the dashboard and the text reporter
-render this store, and tests drive it with plain dicts.
-
-Every event is a dict with "kind", "rank" and "time" (time.time() on the worker):
-
-    train_begin  epochs, steps (None if unknown), mode ("fit" or "evaluate")
-    batch        epoch, step (both 0-based), logs
-    epoch        epoch (0-based), logs, samples (optional: samples this worker saw)
-    train_end    logs (optional; the results of an evaluate run)
-    report       step, epoch (None or float), metrics    (custom training loops)
-
-Unknown kinds are ignored, so newer workers can talk to an older notebook.
+render this store, and tests drive it with plain dicts. The events are described
+in `tfmw_notebook.events`; kinds and fields this store does not know are ignored
+(and counted), so newer workers can talk to an older notebook.
 """
 
 from __future__ import annotations
@@ -20,6 +12,18 @@ import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
+
+from .events import (
+    BATCH,
+    DROPPED,
+    EPOCH,
+    EVALUATE,
+    FIT,
+    REPORT,
+    TRAIN_BEGIN,
+    TRAIN_END,
+    metric_values,
+)
 
 VAL_PREFIX = "val_"
 # Steps/s comes from the last few batch events, so it follows speed changes.
@@ -31,7 +35,7 @@ class WorkerProgress:
     """Where one worker is in its current run (a fit, an evaluate or a custom loop)."""
 
     rank: int
-    mode: str = "fit"
+    mode: str = FIT
     run: int = 0                      # how many runs this worker has begun
     epoch: int = 0                    # 0-based epoch in progress (or last finished)
     epochs: int | None = None
@@ -58,9 +62,9 @@ class WorkerProgress:
 @dataclass
 class _Worker:
     progress: WorkerProgress
-    epochs: list[dict] = field(default_factory=list)     # {"epoch", "x", "time", "logs", "samples"?}
+    epochs: list[dict] = field(default_factory=list)   # {"epoch", "x", "time", "logs", "samples"?}
     batches: list[tuple[float, dict]] = field(default_factory=list)
-    reports: list[dict] = field(default_factory=list)     # {"x", "step", "epoch", "time", "metrics"}
+    reports: list[dict] = field(default_factory=list)  # {"x", "step", "epoch", "time", "metrics"}
     evaluation: dict | None = None
     # Bookkeeping for steps/s, ETA and placing a second fit after the first.
     rate_window: deque = field(default_factory=lambda: deque(maxlen=_RATE_WINDOW))
@@ -72,18 +76,8 @@ class _Worker:
     run_epoch_times: list[float] = field(default_factory=list)
 
 
-def plain_floats(logs: Mapping[str, Any] | None) -> dict[str, float]:
-    """A copy of `logs` as plain floats (logs may hold numpy or TF scalars).
-
-    Values that are not numbers (rare, e.g. a string) are left out.
-    """
-    values = {}
-    for name, value in (logs or {}).items():
-        try:
-            values[str(name)] = float(value)
-        except (TypeError, ValueError):
-            continue
-    return values
+# The old name of the protocol's coercion (`events.metric_values`), kept for existing imports.
+plain_floats = metric_values
 
 
 def panel_name(metric: str) -> str:
@@ -100,7 +94,8 @@ class MetricsStore:
         self._latest: dict[str, tuple[float, int, float]] = {}  # name -> (time, rank, value)
         self._first_time: float | None = None
         self._last_time: float | None = None
-        self.ignored_events = 0
+        self.ignored_events = 0     # events this store could not read
+        self.lost_events = 0        # events the workers could not send (they say so later)
 
     # -- input ---------------------------------------------------------------------
 
@@ -112,13 +107,17 @@ class MetricsStore:
             self._apply(event)
 
     def _apply(self, event: Mapping) -> None:
+        if not isinstance(event, Mapping):
+            self.ignored_events += 1
+            return
+        self.lost_events += _dropped_count(event)
         handler = {
-            "train_begin": self._on_train_begin,
-            "batch": self._on_batch,
-            "epoch": self._on_epoch,
-            "train_end": self._on_train_end,
-            "report": self._on_report,
-        }.get(event.get("kind") if isinstance(event, Mapping) else None)
+            TRAIN_BEGIN: self._on_train_begin,
+            BATCH: self._on_batch,
+            EPOCH: self._on_epoch,
+            TRAIN_END: self._on_train_end,
+            REPORT: self._on_report,
+        }.get(event.get("kind"))
         try:
             rank = int(event["rank"])
             time = float(event["time"])
@@ -146,7 +145,7 @@ class MetricsStore:
         old = worker.progress
         worker.progress = WorkerProgress(
             rank=old.rank,
-            mode=str(event.get("mode") or "fit"),
+            mode=str(event.get("mode") or FIT),
             run=old.run + 1,
             epochs=_int_or_none(event.get("epochs")),
             steps=_int_or_none(event.get("steps")),
@@ -159,7 +158,7 @@ class MetricsStore:
         worker.run_epoch_times = []
         # A second fit in the same cell continues the x axis after the first one
         # (unless it already counts on from there, as fit(initial_epoch=...) does).
-        worker.offset_pending = worker.progress.mode == "fit" and bool(worker.epochs)
+        worker.offset_pending = worker.progress.mode == FIT and bool(worker.epochs)
 
     def _place_run(self, worker: _Worker, epoch: int) -> None:
         """On a run's first batch or epoch: where it starts, on its own and on the x axis."""
@@ -183,8 +182,8 @@ class MetricsStore:
         worker.global_step = worker.steps_before_epoch + progress.step
         worker.rate_window.append((time, worker.global_step))
         self._update_speed(worker)
-        logs = plain_floats(event.get("logs"))
-        if progress.mode == "fit":
+        logs = metric_values(event.get("logs"))
+        if progress.mode == FIT:
             worker.batches.append((worker.epoch_offset + progress.position, logs))
             self._note_values(logs, time, progress.rank)
 
@@ -197,7 +196,7 @@ class MetricsStore:
         progress.epoch, progress.position = epoch, float(epoch + 1)
         if progress.steps:
             progress.step = progress.steps
-        logs = plain_floats(event.get("logs"))
+        logs = metric_values(event.get("logs"))
         record = {"epoch": epoch, "x": worker.epoch_offset + epoch + 1, "time": time, "logs": logs}
         if event.get("samples") is not None:
             record["samples"] = int(event["samples"])
@@ -210,8 +209,8 @@ class MetricsStore:
         progress = worker.progress
         progress.finished = True
         progress.eta_seconds = 0.0
-        if progress.mode == "evaluate":
-            worker.evaluation = plain_floats(event.get("logs"))
+        if progress.mode == EVALUATE:
+            worker.evaluation = metric_values(event.get("logs"))
 
     def _on_report(self, worker: _Worker, event: Mapping, time: float) -> None:
         progress = worker.progress
@@ -221,7 +220,7 @@ class MetricsStore:
         step = len(worker.reports) if step is None else int(step)
         epoch = event.get("epoch")
         epoch = None if epoch is None else float(epoch)
-        metrics = plain_floats(event.get("metrics"))
+        metrics = metric_values(event.get("metrics"))
         worker.reports.append({"x": step if epoch is None else epoch, "step": step,
                                "epoch": epoch, "time": time, "metrics": metrics})
         progress.step = step
@@ -232,7 +231,8 @@ class MetricsStore:
     def _update_speed(self, worker: _Worker) -> None:
         progress, window = worker.progress, worker.rate_window
         if len(window) >= 2 and window[-1][0] > window[0][0]:
-            progress.steps_per_second = (window[-1][1] - window[0][1]) / (window[-1][0] - window[0][0])
+            (first_time, first_step), (last_time, last_step) = window[0], window[-1]
+            progress.steps_per_second = (last_step - first_step) / (last_time - first_time)
         progress.eta_seconds = self._eta(worker)
 
     @staticmethod
@@ -245,7 +245,8 @@ class MetricsStore:
             return epochs_left * progress.steps / progress.steps_per_second
         # Steps per epoch unknown: go by how long the finished epochs took.
         if worker.run_epoch_times and worker.run_begin_time is not None:
-            per_epoch = (worker.run_epoch_times[-1] - worker.run_begin_time) / len(worker.run_epoch_times)
+            times = worker.run_epoch_times
+            per_epoch = (times[-1] - worker.run_begin_time) / len(times)
             return epochs_left * per_epoch
         return None
 
@@ -275,7 +276,8 @@ class MetricsStore:
         return [(x, dict(logs)) for x, logs in self._workers[rank].batches]
 
     def reports(self, rank: int) -> list[dict]:
-        return [dict(record, metrics=dict(record["metrics"])) for record in self._workers[rank].reports]
+        return [dict(record, metrics=dict(record["metrics"]))
+                for record in self._workers[rank].reports]
 
     def evaluation(self, rank: int) -> dict | None:
         """Final logs of this worker's last evaluate run, if it ran one."""
@@ -362,7 +364,8 @@ class MetricsStore:
         return sorted(behind)
 
     def summary(self) -> dict[str, Any]:
-        """epochs, wall_time (s), final metrics, and samples_per_second when workers sent samples."""
+        """epochs, wall_time (s), final metrics, workers; samples and samples_per_second
+        when workers sent samples; lost_events and ignored_events when not zero."""
         epochs = max((len(w.epochs) for w in self._workers.values()), default=0)
         if not epochs:  # a custom loop: the epochs its reports reached
             reached = [r["epoch"] for w in self._workers.values() for r in w.reports
@@ -377,9 +380,14 @@ class MetricsStore:
         if samples and wall_time:
             summary["samples"] = sum(samples)
             summary["samples_per_second"] = sum(samples) / wall_time
-        evaluations = {rank: w.evaluation for rank, w in self._workers.items() if w.evaluation is not None}
+        evaluations = {rank: w.evaluation for rank, w in self._workers.items()
+                       if w.evaluation is not None}
         if evaluations:
             summary["evaluation"] = evaluations[min(evaluations)]
+        if self.lost_events:
+            summary["lost_events"] = self.lost_events
+        if self.ignored_events:
+            summary["ignored_events"] = self.ignored_events
         return summary
 
     def __repr__(self) -> str:
@@ -390,3 +398,11 @@ class MetricsStore:
 
 def _int_or_none(value: Any) -> int | None:
     return None if value is None else int(value)
+
+
+def _dropped_count(event: Mapping) -> int:
+    """The worker's count of events it lost before this one (0 if it lost none)."""
+    try:
+        return max(0, int(event.get(DROPPED) or 0))
+    except (TypeError, ValueError, OverflowError):
+        return 0    # a garbled count must not cost the event it came with

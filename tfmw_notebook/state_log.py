@@ -1,9 +1,10 @@
 """What gave the workers their state, in order: the record a restore replays.
 
-Pure. Each successful %%tfdist cell and each --push since the workers last
+Each successful %%tfdist cell and each --push since the workers last
 started is logged; a cell carries what each of its fit() calls ended with
 (History, and where that state can be read: see worker/fit_state.py), merged
-over the ranks: the chief's History, every rank's own path.
+over the ranks: the chief's History, every rank's own path. Pure, but for
+KeptState, which owns the directory those paths are in.
 """
 
 from __future__ import annotations
@@ -78,6 +79,42 @@ class StateLog:
     @property
     def cells(self) -> int:
         return sum(1 for step in self.steps if step.kind == "cell")
+
+
+class KeptState:
+    """The log, plus the directory where workers keep each fit's end state.
+
+    `enabled` is `%tfdist restore on|off`: off, fits keep nothing. The
+    directory (under the system's temp dir) is made when first needed and
+    removed by `forget`, when no restore can need it any more.
+    """
+
+    def __init__(self) -> None:
+        self.log = StateLog()
+        self.enabled = True
+        self._directory: str | None = None
+        self._cells = 0
+
+    def next_cell(self):
+        """The FitState for the next cell: where its fits write what they ended with."""
+        import tempfile
+
+        from .run_options import FitState
+
+        if not self.enabled:
+            return FitState()
+        if self._directory is None:
+            self._directory = tempfile.mkdtemp(prefix="tfmw-state-")
+        self._cells += 1
+        return FitState(state_dir=self._directory, cell_id=f"cell-{self._cells}")
+
+    def forget(self) -> None:
+        import shutil
+
+        self.log.clear()
+        if self._directory is not None:
+            shutil.rmtree(self._directory, ignore_errors=True)
+            self._directory = None
 
 
 @dataclass

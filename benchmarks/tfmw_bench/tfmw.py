@@ -7,6 +7,8 @@ import io
 import statistics
 import time
 
+from tfmw_notebook.run_options import CellOptions
+
 from .common import (
     CELL_TIMEOUT,
     START_TIMEOUT,
@@ -52,7 +54,7 @@ def _run(cluster, source: str, **kwargs):
         raise
 
 
-def tfmw_cell(cluster, source: str, *, options: dict, on_data=None,
+def tfmw_cell(cluster, source: str, *, options, on_data=None,
               timeout: float = CELL_TIMEOUT, inner: bool = True) -> dict:
     """Run a cell; `seconds` is its wall time as the notebook sees it."""
     out, err = io.StringIO(), io.StringIO()
@@ -72,7 +74,7 @@ def tfmw_cell(cluster, source: str, *, options: dict, on_data=None,
 def start_shared(job: str):
     """--skip-cold: one cluster for every round, having run the job once already."""
     cluster, seconds = tfmw_start()
-    tfmw_cell(cluster, job, options={})
+    tfmw_cell(cluster, job, options=CellOptions())
     progress(f"shared cluster up in {seconds:.1f} s and warmed up")
     return cluster
 
@@ -81,23 +83,23 @@ def trivial_cells(cluster, count: int) -> list[float]:
     times = []
     for _ in range(count):
         began = time.perf_counter()
-        _run(cluster, "x = 1", options={}, timeout=TRIVIAL_TIMEOUT)
+        _run(cluster, "x = 1", options=CellOptions(), timeout=TRIVIAL_TIMEOUT)
         times.append((time.perf_counter() - began) * 1000.0)
     return times
 
 
 def dashboard_cell(cluster, job: str, *, on: bool) -> dict:
-    """The training cell with the dashboard off (options={}) or on, as the magic does it:
+    """The training cell with the dashboard off (CellOptions()) or on, as the magic does it:
     report events, Keras progress quiet, events fed to a LiveRun(widgets=True) while the
     cell runs (matplotlib PNG redraws, progress widgets), then the final PNG."""
     if not on:
-        return tfmw_cell(cluster, job, options={}, inner=False)
+        return tfmw_cell(cluster, job, options=CellOptions(), inner=False)
     from tfmw_notebook.widgets.live import LiveRun
 
     live = LiveRun(widgets=True)
     # Outside a kernel IPython's display() prints the widget's repr: swallow it.
     with contextlib.redirect_stdout(io.StringIO()):
-        result = tfmw_cell(cluster, job, options={"report": True, "quiet_progress": True},
+        result = tfmw_cell(cluster, job, options=CellOptions(report=True, quiet_progress=True),
                            on_data=live.on_data, inner=False)
         # LiveRun.finish() needs the display handle of a kernel (display() returns None
         # outside one); do its work: the final PNG and the summary line.
@@ -123,10 +125,10 @@ def tfmw_round(out: dict, where: str, job: str, trivial: int, shared,
         if cluster is None:
             cluster, out["boot"] = tfmw_start()
             progress(f"{where} tfmw: started in {out['boot']:.2f} s")
-            out["cold"] = tfmw_cell(cluster, job, options={})
+            out["cold"] = tfmw_cell(cluster, job, options=CellOptions())
             progress(f"{where} tfmw cold cell {out['cold']['seconds']:.2f} s "
                      f"(model.fit {out['cold']['fit']:.2f} s)")
-        out["warm"] = tfmw_cell(cluster, job, options={})
+        out["warm"] = tfmw_cell(cluster, job, options=CellOptions())
         progress(f"{where} tfmw warm cell {out['warm']['seconds']:.2f} s "
                  f"(model.fit {out['warm']['fit']:.2f} s)")
         out["trivial_ms"] = trivial_cells(cluster, trivial)

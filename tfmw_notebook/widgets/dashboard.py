@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Mapping
 
 import ipywidgets as widgets
 
-from ..metrics import MetricsStore, WorkerProgress
+from ..metrics import VAL_PREFIX, MetricsStore, WorkerProgress
 
 # Beyond this many points per line, drawing slows the kernel and shows nothing new.
 _MAX_POINTS_PER_LINE = 2000
@@ -65,21 +65,38 @@ def progress_text(progress: WorkerProgress, behind: bool = False) -> str:
 
 
 def summary_text(summary: Mapping) -> str:
-    """'3 epochs · 6.4 s · loss 0.1 · val_loss 0.2 · 1.2e+03 samples/s'"""
+    """'3 epochs · 6.4 s · loss 0.1 · val_loss 0.2 · 1.2e+03 samples/s'
+
+    Ends with '· 3 events lost' / '· 1 event ignored' when the curves miss something.
+    """
     if not summary["epochs"] and summary.get("evaluation"):
         parts = ["evaluate"]
         if summary.get("wall_time") is not None:
             parts.append(format_duration(summary["wall_time"]))
         parts.append(format_metrics(summary["evaluation"]))
-        return " · ".join(parts)
-    parts = [f"{summary['epochs']} epoch{'' if summary['epochs'] == 1 else 's'}"]
+        return " · ".join(parts + _missing_events(summary))
+    parts = [_count(summary["epochs"], "epoch")]
     if summary.get("wall_time") is not None:
         parts.append(format_duration(summary["wall_time"]))
     if summary.get("final"):
         parts.append(format_metrics(summary["final"]))
     if "samples_per_second" in summary:
         parts.append(f"{summary['samples_per_second']:.0f} samples/s")
-    return " · ".join(parts)
+    return " · ".join(parts + _missing_events(summary))
+
+
+def _missing_events(summary: Mapping) -> list[str]:
+    """Events a worker failed to send, and events the store could not read."""
+    parts = []
+    if summary.get("lost_events"):
+        parts.append(f"{_count(summary['lost_events'], 'event')} lost")
+    if summary.get("ignored_events"):
+        parts.append(f"{_count(summary['ignored_events'], 'event')} ignored")
+    return parts
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _thinned(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
@@ -119,7 +136,7 @@ def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height:
                 axes.plot(*_thinned(*batches[name]), color=color, linewidth=1, alpha=0.6)
             if name in epochs:
                 axes.plot(*epochs[name], color=color, marker="o", linewidth=1.5, label=name,
-                          linestyle="--" if name.startswith("val_") else "-")
+                          linestyle="--" if name.startswith(VAL_PREFIX) else "-")
             if name in reports:
                 axes.plot(*_thinned(*reports[name]), color=color, linewidth=1.5, label=name)
         axes.set_title(panel)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
+from ..events import new_events
 from ..metrics import MetricsStore
-from ..worker.reporting import new_events
 
 _REFRESH_EVERY = 0.5  # seconds between progress updates when no event arrives
 

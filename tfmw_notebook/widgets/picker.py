@@ -55,7 +55,8 @@ def checkpoint_label(info: CheckpointInfo) -> str:
     return " · ".join(parts)
 
 
-def render_checkpoint_png(checkpoints: Sequence[CheckpointInfo], selected: CheckpointInfo | None = None,
+def render_checkpoint_png(checkpoints: Sequence[CheckpointInfo],
+                          selected: CheckpointInfo | None = None,
                           history: Mapping[str, Sequence[float]] | None = None,
                           width: float = 5.0, height: float = 3.0, dpi: int = 80) -> bytes:
     """The monitored metric by epoch, checkpoints as dots, `selected` marked; PNG bytes.
@@ -89,7 +90,8 @@ def render_checkpoint_png(checkpoints: Sequence[CheckpointInfo], selected: Check
                           linestyle="--" if name.startswith(VAL_PREFIX) else "-")
         xs, ys = metric_series(checkpoints, monitor)
         if xs:
-            axes.plot(xs, ys, linestyle="none", marker="o", color="C3", markersize=4, label="checkpoints")
+            axes.plot(xs, ys, linestyle="none", marker="o", color="C3", markersize=4,
+                      label="checkpoints")
         if selected is not None:
             axes.axvline(selected.epoch, color="C3", linewidth=1, alpha=0.7)
             value = _value_at(selected, monitor, history)
@@ -112,13 +114,16 @@ class CheckpointPicker:
     """List, compare and act on checkpoints: `widget` to display."""
 
     def __init__(self, checkpoints: Sequence[CheckpointInfo], actions: Mapping[str, Callable],
-                 *, history: Mapping[str, Sequence[float]] | None = None, default_model: str = "model"):
+                 *, history: Mapping[str, Sequence[float]] | None = None,
+                 default_model: str = "model"):
         unknown = sorted(set(actions) - set(ACTIONS))
         if unknown:
-            raise ValueError(f"Invalid value for argument `actions`. Received: unknown keys {unknown}. "
+            raise ValueError("Invalid value for argument `actions`. "
+                             f"Received: unknown keys {unknown}. "
                              f"Expected keys among {list(ACTIONS)}.")
         self.actions = dict(actions)
-        self.history = None if history is None else {name: list(values) for name, values in history.items()}
+        self.history = (None if history is None
+                        else {name: list(values) for name, values in history.items()})
         self._checkpoints: list[CheckpointInfo] = []
         self._quiet = False
         self.redraws = 0
@@ -158,7 +163,8 @@ class CheckpointPicker:
     def select(self, name: str) -> CheckpointInfo:
         """Select a row by checkpoint name ('ckpt-000003') or path."""
         for info in self._checkpoints:
-            if name in (info.name, info.path) or os.path.normpath(name) == os.path.normpath(info.path):
+            if (name in (info.name, info.path)
+                    or os.path.normpath(name) == os.path.normpath(info.path)):
                 self.list.value = info.path
                 return info
         listed = ", ".join(info.name for info in self._checkpoints) or "none"
@@ -166,11 +172,14 @@ class CheckpointPicker:
 
     def refresh(self, checkpoints: Sequence[CheckpointInfo],
                 history: Mapping[str, Sequence[float]] | None = None) -> None:
-        """Show a new list (keeping the selection if it is still there); `history` replaces the curve's."""
+        """Show a new list (keeping the selection if it is still there).
+
+        `history` replaces the curve's."""
         previous = self.list.value
         if history is not None:
             self.history = {name: list(values) for name, values in history.items()}
-        self._checkpoints = sorted(checkpoints, key=lambda info: (info.epoch, info.name), reverse=True)
+        self._checkpoints = sorted(checkpoints, key=lambda info: (info.epoch, info.name),
+                                   reverse=True)
         paths = [info.path for info in self._checkpoints]
         self._quiet = True
         try:
@@ -198,7 +207,8 @@ class CheckpointPicker:
             if name == "restore":
                 model_name = self.model_name.value.strip()
                 if not model_name.isidentifier():
-                    raise ValueError(f"model variable name must be a Python identifier, got {model_name!r}")
+                    raise ValueError("model variable name must be a Python identifier, "
+                                     f"got {model_name!r}")
                 result = action(info, model_name)
             else:
                 result = action(info)
@@ -243,7 +253,8 @@ def _metric_names(checkpoints: Sequence[CheckpointInfo]) -> list[str]:
     return names
 
 
-def _value_at(info: CheckpointInfo, metric: str, history: Mapping[str, Sequence[float]] | None) -> float | None:
+def _value_at(info: CheckpointInfo, metric: str,
+              history: Mapping[str, Sequence[float]] | None) -> float | None:
     if metric in info.metrics:
         return info.metrics[metric]
     if history and metric in history and 1 <= info.epoch <= len(history[metric]):

@@ -64,7 +64,8 @@ def bootstrap(settings: dict) -> dict:
     """
     started = time.perf_counter()
     if shared_strategy.shared_strategy() is not None:
-        raise WorkerSetupError("this engine is already a worker; restart the engines to reconfigure")
+        raise WorkerSetupError(
+            "this engine is already a worker; restart the engines to reconfigure")
     os.environ.update(settings["env"])
     check_packages()
 
@@ -89,7 +90,8 @@ def bootstrap(settings: dict) -> dict:
     _stop_on_sigterm()
 
     publisher = _event_publisher(settings["rank"])
-    keras_hooks.install(publisher, rank=settings["rank"], is_chief=settings["rank"] == 0)
+    keras_hooks.install(publisher, rank=settings["rank"], is_chief=settings["rank"] == 0,
+                        world_size=settings["world_size"])
     context = WorkerContext(
         rank=settings["rank"],
         world_size=settings["world_size"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import linecache
 
+from ..run_options import CellOptions, FitState
 from . import keras_hooks, shared_strategy
 
 
@@ -14,7 +15,8 @@ def _register_source(source: str, filename: str) -> None:
     linecache.cache[filename] = (len(source), None, lines, filename)
 
 
-def run_cell(source: str, filename: str, want_display: bool, options: dict) -> dict:
+def run_cell(source: str, filename: str, want_display: bool, options: CellOptions,
+             state: FitState) -> dict:
     """Execute `source` in the engine's user namespace.
 
     Returns {"display": ..., "fits": ...}: the last expression's display data (a
@@ -22,7 +24,8 @@ def run_cell(source: str, filename: str, want_display: bool, options: dict) -> d
     when `want_display` is set, and what each fit() of the cell ended with.
     Exceptions propagate: the client needs them to notice a failed rank.
     `options` say what the cell's Keras fit/evaluate calls get (reporting,
-    checkpoints, backups, a checkpoint to resume from): see keras_hooks.
+    checkpoints, backups, a checkpoint to resume from), `state` what they keep
+    or give back of their end state: see keras_hooks.
     """
     from IPython import get_ipython
 
@@ -34,7 +37,7 @@ def run_cell(source: str, filename: str, want_display: bool, options: dict) -> d
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last_expr = ast.Expression(tree.body.pop().value)
 
-    keras_hooks.configure(**options)
+    keras_hooks.configure(options, state)
     namespace = shell.user_ns
     strategy = shared_strategy.shared_strategy()
     with strategy.scope():

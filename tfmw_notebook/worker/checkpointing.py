@@ -15,22 +15,13 @@ import time
 import uuid
 
 from .. import checkpoints
-
-WEIGHTS = "weights"          # tf.train.Checkpoint prefix inside a checkpoint directory
-MODEL_JSON = "model.json"    # the architecture, so the notebook can rebuild the model
-
-
-def trackables(model) -> dict:
-    """What a checkpoint holds: the model, and its optimizer (to resume exactly)."""
-    found = {"model": model}
-    optimizer = getattr(model, "optimizer", None)
-    if optimizer is not None:
-        found["optimizer"] = optimizer
-    return found
+from ..checkpoints import MODEL_JSON, WEIGHTS, trackables
+from ..events import metric_values
+from ..run_options import CheckpointPolicy
 
 
 def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics: dict,
-         wall_time: float, policy: dict) -> str | None:
+         wall_time: float, policy: CheckpointPolicy) -> str | None:
     """Write checkpoint `epoch` of `model`; returns its path on the chief."""
     import tensorflow as tf
 
@@ -60,13 +51,12 @@ def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics:
             shutil.rmtree(temp, ignore_errors=True)
 
 
-def _apply_retention(run_dir: str, policy: dict) -> None:
-    if not (policy.get("keep_last") or policy.get("keep_best")):
+def _apply_retention(run_dir: str, policy: CheckpointPolicy) -> None:
+    if not policy.prunes:
         return
     for info in checkpoints.select_to_delete(
-            checkpoints.list_checkpoints(run_dir), keep_last=policy.get("keep_last"),
-            keep_best=policy.get("keep_best"), monitor=policy.get("monitor", "val_loss"),
-            mode=policy.get("mode", "min")):
+            checkpoints.list_checkpoints(run_dir), keep_last=policy.keep_last,
+            keep_best=policy.keep_best, monitor=policy.monitor, mode=policy.mode):
         checkpoints.delete_checkpoint(info)
 
 
@@ -103,42 +93,41 @@ def weights_digest(name: str) -> str:
     return digest.hexdigest()
 
 
-def make_callback(settings: dict, rank: int, is_chief: bool):
-    """A Keras callback that saves every `every` epochs into settings["run_dir"]."""
-    return _callback_class()(settings, rank, is_chief)
-
-
 _classes: dict = {}
 
 
-def _callback_class():
+def saver_class():
+    """The CheckpointSaver Keras callback class (made on first use: TF loads lazily)."""
     if "saver" in _classes:
         return _classes["saver"]
     import tensorflow as tf
 
     class CheckpointSaver(tf.keras.callbacks.Callback):
-        def __init__(self, settings: dict, rank: int, is_chief: bool):
+        """Saves every `policy.every` epochs into `policy.run_dir`, then prunes."""
+
+        def __init__(self, *, policy: CheckpointPolicy, rank: int, is_chief: bool,
+                     world_size: int):
             super().__init__()
-            self.settings, self.rank, self.is_chief = settings, rank, is_chief
+            self.policy, self.rank, self.is_chief = policy, rank, is_chief
+            self.world_size = world_size
             self._started = time.monotonic()
             self.last_saved_epoch: int | None = None  # epochs done at the last save
 
         def on_train_begin(self, logs=None):
             self._started = time.monotonic()
             if self.is_chief:
-                run_dir = self.settings["run_dir"]
-                checkpoints.ensure_run(run_dir, self.settings.get("workers", 0), tf.__version__)
+                run_dir = self.policy.run_dir
+                checkpoints.ensure_run(run_dir, self.world_size, tf.__version__)
                 checkpoints.clean_temp(run_dir)  # debris of a save cut short earlier
 
         def on_epoch_end(self, epoch, logs=None):
             done = epoch + 1
-            if done % self.settings.get("every", 1):
+            if done % self.policy.every:
                 return
-            metrics = {k: float(v) for k, v in (logs or {}).items()
-                       if isinstance(v, (int, float)) or hasattr(v, "__float__")}
-            save(self.model, run_dir=self.settings["run_dir"], epoch=done, rank=self.rank,
+            metrics = metric_values(logs)
+            save(self.model, run_dir=self.policy.run_dir, epoch=done, rank=self.rank,
                  is_chief=self.is_chief, metrics=metrics,
-                 wall_time=time.monotonic() - self._started, policy=self.settings)
+                 wall_time=time.monotonic() - self._started, policy=self.policy)
             self.last_saved_epoch = done
 
     _classes["saver"] = CheckpointSaver

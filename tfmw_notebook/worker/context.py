@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..events import metric_values
+
 
 @dataclass
 class WorkerContext:
@@ -31,7 +33,11 @@ class WorkerContext:
             raise TypeError(
                 f"report() takes a dict of metric values. Received: metrics={metrics!r}"
             )
-        values = {str(k): float(v) for k, v in metrics.items()}
+        values = metric_values(metrics)
+        if len(values) != len(metrics):
+            bad = next(name for name in metrics if str(name) not in values)
+            raise TypeError(f"report() takes numbers as metric values. Received: "
+                            f"{bad}={metrics[bad]!r}")
         if self._publish is not None:
             self._publish(
                 {"kind": "report", "rank": self.rank, "time": time.time(),

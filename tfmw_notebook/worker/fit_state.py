@@ -13,13 +13,14 @@ from __future__ import annotations
 import os
 
 from .. import checkpoints
-from . import checkpointing
+from ..checkpoints import trackables
+from ..run_options import CheckpointPolicy
 
-SNAPSHOT = "weights"
+SNAPSHOT = checkpoints.WEIGHTS  # a snapshot directory is laid out like a checkpoint's
 
 
 def record_after_fit(model, history, *, state_dir: str, cell_id: str, index: int, rank: int,
-                     checkpoint_settings: dict | None, last_saved_epoch: int | None) -> dict:
+                     policy: CheckpointPolicy | None, last_saved_epoch: int | None) -> dict:
     """Where the state this fit ended with can be read again, and its History."""
     epochs = [int(e) for e in getattr(history, "epoch", [])]
     record = {
@@ -31,19 +32,17 @@ def record_after_fit(model, history, *, state_dir: str, cell_id: str, index: int
         "path": None,
     }
     final_epoch = epochs[-1] + 1 if epochs else None
-    if (checkpoint_settings and final_epoch is not None and last_saved_epoch == final_epoch
-            and not checkpoint_settings.get("keep_last")
-            and not checkpoint_settings.get("keep_best")):
+    if (policy is not None and not policy.prunes and final_epoch is not None
+            and last_saved_epoch == final_epoch):
         # The chief committed it before its fit returned; every rank reads it.
         record["source"] = "checkpoint"
-        record["path"] = os.path.join(checkpoint_settings["run_dir"],
-                                      checkpoints.checkpoint_name(final_epoch))
+        record["path"] = os.path.join(policy.run_dir, checkpoints.checkpoint_name(final_epoch))
         return record
     path = os.path.join(state_dir, f"{cell_id}-fit-{index}", f"rank-{rank}")
     import tensorflow as tf
 
     os.makedirs(path, exist_ok=True)
-    tf.train.Checkpoint(**checkpointing.trackables(model)).write(os.path.join(path, SNAPSHOT))
+    tf.train.Checkpoint(**trackables(model)).write(os.path.join(path, SNAPSHOT))
     record["source"] = "snapshot"
     record["path"] = path
     return record
@@ -60,9 +59,7 @@ def replay_fit(model, record: dict, *, rank: int):
 
     path = _readable_path(record, rank)
     _build_optimizer(model)
-    prefix = os.path.join(path, checkpointing.WEIGHTS if record["source"] == "checkpoint"
-                          else SNAPSHOT)
-    status = tf.train.Checkpoint(**checkpointing.trackables(model)).read(prefix)
+    status = tf.train.Checkpoint(**trackables(model)).read(os.path.join(path, SNAPSHOT))
     status.expect_partial()  # a model built lazily restores when it is first called
     history = tf.keras.callbacks.History()
     history.set_model(model)

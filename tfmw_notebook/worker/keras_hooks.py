@@ -1,47 +1,36 @@
 """What every Keras fit/evaluate in a %%tfdist cell gets, with no change to the user's code.
 
 `Model.fit` and `Model.evaluate` are wrapped once per worker. Before each cell
-the client says what the cell's calls should get: reporting to the dashboard
-(and Keras' own progress bar off, unless the call chose `verbose`),
-checkpoints, a BackupAndRestore for automatic resumption, or a checkpoint to
-resume from. After each fit the worker records what state it ended with
-(fit_state.py); when a cell is replayed, each fit gives that state back
-instead of training again.
+the client says what the cell's calls should get (CellOptions): reporting to
+the dashboard (and Keras' own progress bar off, unless the call chose
+`verbose`), checkpoints, a BackupAndRestore for automatic resumption, or a
+checkpoint to resume from. After each fit the worker records what state it
+ended with (fit_state.py); when a cell is replayed (FitState.replay), each fit
+gives that state back instead of training again.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 
+from ..run_options import CellOptions, FitState
 from . import checkpointing, fit_state
 from .reporting import EventPublisher, make_keras_callback
 
-# "state_dir": where end-of-fit snapshots go (None: record nothing); "cell_id" names
-# them; "replay": the records of the cell's fits when it ran first (the cell is
-# being replayed: each fit restores its record instead of training).
-_DEFAULTS = {"report": False, "quiet_progress": False, "checkpoint": None, "backup": None,
-             "resume_from": None, "state_dir": None, "cell_id": "cell", "replay": None}
-_cell: dict = dict(_DEFAULTS, fits=0, replayed=0, records=[])
-_worker: dict = {"publisher": None, "rank": 0, "is_chief": True, "depth": 0}
-
-# Positions of `verbose`, `callbacks` and `initial_epoch` among the positional
-# arguments after `self`.
-_FIT_POSITIONS = {"verbose": 4, "callbacks": 5, "initial_epoch": 10}
-_EVALUATE_POSITIONS = {"verbose": 3, "callbacks": 6}
+_cell: dict = {"options": CellOptions(), "state": FitState(), "fits": 0, "replayed": 0,
+               "records": []}
+_worker: dict = {"publisher": None, "rank": 0, "is_chief": True, "world_size": 1, "depth": 0}
 
 
-def configure(**options) -> None:
-    """Called before each cell with the cell's options (see _DEFAULTS)."""
-    unknown = set(options) - set(_DEFAULTS)
-    if unknown:
-        raise TypeError(f"unknown cell options: {sorted(unknown)}")
-    _cell.clear()
-    _cell.update(_DEFAULTS, **options)
-    _cell["fits"] = 0
-    _cell["replayed"] = 0
-    _cell["records"] = []
+def configure(options: CellOptions, state: FitState) -> None:
+    """Called before each cell with what the cell's calls get."""
+    if not isinstance(options, CellOptions) or not isinstance(state, FitState):
+        raise TypeError(f"configure() takes CellOptions and FitState, got "
+                        f"{type(options).__name__} and {type(state).__name__}")
+    _cell.update(options=options, state=state, fits=0, replayed=0, records=[])
 
 
 def fit_records() -> list[dict]:
@@ -49,23 +38,32 @@ def fit_records() -> list[dict]:
     return list(_cell["records"])
 
 
-def install(publisher: EventPublisher, *, rank: int, is_chief: bool) -> None:
+def install(publisher: EventPublisher, *, rank: int, is_chief: bool, world_size: int) -> None:
     import tensorflow as tf
 
-    _worker.update(publisher=publisher, rank=rank, is_chief=is_chief)
+    _worker.update(publisher=publisher, rank=rank, is_chief=is_chief, world_size=world_size)
     model = tf.keras.Model
     if getattr(model.fit, "_tfmw_wrapped", False):
         return
-    model.fit = _wrapped(model.fit, _FIT_POSITIONS, training=True)
-    model.evaluate = _wrapped(model.evaluate, _EVALUATE_POSITIONS, training=False)
+    model.fit = _wrapped(model.fit, training=True)
+    model.evaluate = _wrapped(model.evaluate, training=False)
 
 
-def _wrapped(method, positions: dict[str, int], *, training: bool):
+def _positions(method) -> dict[str, int]:
+    """Where each argument sits among the positional arguments after `self`."""
+    names = list(inspect.signature(method).parameters)[1:]
+    return {name: index for index, name in enumerate(names)}
+
+
+def _wrapped(method, *, training: bool):
+    positions = _positions(method)
+
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         # fit() validates by calling evaluate(): that inner call gets nothing more.
         outermost = _worker["depth"] == 0
-        if outermost and training and _cell["replay"] is not None:
+        recording = outermost and training and _cell["state"].state_dir is not None
+        if outermost and training and _cell["state"].replay is not None:
             record = _next_replay_record()
             if record is not None:
                 return fit_state.replay_fit(self, record, rank=_worker["rank"])
@@ -78,12 +76,12 @@ def _wrapped(method, positions: dict[str, int], *, training: bool):
         try:
             result = method(self, *args, **kwargs)
         except BaseException:
-            if outermost and training and _cell["state_dir"]:
+            if recording:
                 _cell["records"].append(fit_state.failed_fit_record())
             raise
         finally:
             _worker["depth"] -= 1
-        if outermost and training and _cell["state_dir"]:
+        if recording:
             _record_fit(self, result, extra)
         return result
 
@@ -95,18 +93,26 @@ def _next_replay_record() -> dict | None:
     """The next fit's record, or None to run it for real (no state was kept)."""
     index = _cell["replayed"]
     _cell["replayed"] += 1
-    records = _cell["replay"]
+    records = _cell["state"].replay
     record = records[index] if index < len(records) else None
     return record if record is not None and record.get("source") else None
 
 
 def _record_fit(model, history, callbacks: list) -> None:
-    saver = next((c for c in callbacks if hasattr(c, "last_saved_epoch")), None)
+    saver = next((c for c in callbacks if isinstance(c, checkpointing.saver_class())), None)
+    state = _cell["state"]
     _cell["records"].append(fit_state.record_after_fit(
-        model, history, state_dir=_cell["state_dir"], cell_id=_cell["cell_id"],
+        model, history, state_dir=state.state_dir, cell_id=state.cell_id,
         index=len(_cell["records"]) + 1, rank=_worker["rank"],
-        checkpoint_settings=_cell["checkpoint"],
+        policy=_cell["options"].checkpoint,
         last_saved_epoch=saver.last_saved_epoch if saver is not None else None))
+
+
+def _argument(name: str, args: tuple, kwargs: dict, positions: dict, default=None):
+    if name in kwargs:
+        return kwargs[name]
+    index = positions.get(name)
+    return args[index] if index is not None and index < len(args) else default
 
 
 def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training: bool) -> list:
@@ -116,29 +122,64 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
         # callbacks, the dashboard) would read N times too high. "first" is tf-keras'
         # own choice for synchronized values.
         model.distribute_reduction_method = "first"
+    options = _cell["options"]
     extra = []
-    if _cell["report"] and _worker["publisher"] is not None:
-        extra.append(make_keras_callback(_worker["publisher"]))
+    if options.report and _worker["publisher"] is not None:
+        extra.append(make_keras_callback(
+            _worker["publisher"], samples_per_step=_samples_per_step(args, kwargs, positions)))
         user_chose_verbose = "verbose" in kwargs or len(args) > positions["verbose"]
-        if _cell["quiet_progress"] and not user_chose_verbose:
+        if options.quiet_progress and not user_chose_verbose:
             kwargs["verbose"] = 0
     if not training:
         return extra
     _cell["fits"] += 1
-    if _cell["resume_from"] and _cell["fits"] == 1:
-        _resume(model, _cell["resume_from"], kwargs, args, positions)
-    if _cell["backup"]:
+    if options.resume_from and _cell["fits"] == 1:
+        _resume(model, options.resume_from, kwargs, args, positions)
+    if options.backup is not None:
         import tensorflow as tf
 
-        backup = _cell["backup"]
         extra.append(tf.keras.callbacks.BackupAndRestore(
-            os.path.join(backup["dir"], f"fit-{_cell['fits']}"),
-            save_freq=backup.get("save_freq", "epoch"), delete_checkpoint=True))
+            os.path.join(options.backup.directory, f"fit-{_cell['fits']}"),
+            save_freq=options.backup.save_freq, delete_checkpoint=True))
         extra.append(_resume_notice())
-    if _cell["checkpoint"]:
-        extra.append(checkpointing.make_callback(_cell["checkpoint"], _worker["rank"],
-                                                 _worker["is_chief"]))
+    if options.checkpoint is not None:
+        extra.append(checkpointing.saver_class()(
+            policy=options.checkpoint, rank=_worker["rank"], is_chief=_worker["is_chief"],
+            world_size=_worker["world_size"]))
     return extra
+
+
+def _samples_per_step(args: tuple, kwargs: dict, positions: dict) -> int | None:
+    """Samples this worker consumes per step: the global batch split over the workers.
+
+    For arrays the call's `batch_size` (Keras' default 32); for a tf.data
+    pipeline its batch size when the pipeline shows one; else None (the summary
+    then shows no samples/s).
+    """
+    data = _argument("x", args, kwargs, positions)
+    batch = _argument("batch_size", args, kwargs, positions)
+    if batch is None and hasattr(data, "shape"):
+        batch = 32
+    if batch is None:
+        batch = _dataset_batch_size(data)
+    if not batch:
+        return None
+    return max(1, int(batch) // _worker["world_size"])
+
+
+def _dataset_batch_size(dataset) -> int | None:
+    """The batch size of the nearest `.batch()` in a tf.data pipeline, if it is fixed."""
+    seen = 0
+    while dataset is not None and seen < 32:  # a pipeline is a short chain of datasets
+        size = getattr(dataset, "_batch_size", None)
+        if size is not None:
+            try:
+                return int(size)
+            except (TypeError, ValueError):
+                return None
+        dataset = getattr(dataset, "_input_dataset", None)
+        seen += 1
+    return None
 
 
 def _resume(model, path: str, kwargs: dict, args: tuple, positions: dict) -> None:

@@ -1,0 +1,131 @@
+"""The event protocol both sides import: kinds, publish keys, and the one float coercion."""
+
+import ast
+import decimal
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from tfmw_notebook import events
+from tfmw_notebook.events import (
+    KIND_FIELDS,
+    events_key,
+    metric_value,
+    metric_values,
+    new_events,
+)
+from tfmw_notebook.metrics import MetricsStore, plain_floats
+from tfmw_notebook.worker import reporting
+from tfmw_notebook.worker.reporting import EventPublisher
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# One well-formed event of each kind, with every field its kind may carry.
+EXAMPLES = {
+    "train_begin": {"epochs": 2, "steps": 4, "mode": "fit"},
+    "batch": {"epoch": 0, "step": 0, "logs": {"loss": 1.0}},
+    "epoch": {"epoch": 0, "logs": {"loss": 1.0}, "samples": 64},
+    "train_end": {"logs": {}},
+    "report": {"step": 1, "epoch": None, "metrics": {"loss": 0.5}},
+}
+
+
+def test_the_store_reads_every_kind_of_the_protocol():
+    assert set(KIND_FIELDS) == set(EXAMPLES)
+    store = MetricsStore()
+    for time, (kind, fields) in enumerate(EXAMPLES.items()):
+        assert set(fields) == set(KIND_FIELDS[kind])
+        store.feed(dict(fields, kind=kind, rank=0, time=float(time)))
+    assert store.ignored_events == 0 and store.lost_events == 0
+
+
+def test_publish_keys_round_trip_through_new_events():
+    assert events_key(7) == "tfmw-events-7"
+    data = {events_key(2): [{"n": 2}], events_key(1): [{"n": 1}], "user-key": [{"n": -1}]}
+    assert new_events(data, 0) == ([{"n": 1}, {"n": 2}], 2)
+
+
+def test_both_sides_use_the_same_protocol_objects():
+    assert reporting.new_events is events.new_events and reporting.events_key is events.events_key
+    assert plain_floats is metric_values
+
+
+@pytest.mark.parametrize("value, expected", [
+    (0.5, 0.5), (3, 3.0), (np.float32(0.25), 0.25), (np.int64(3), 3.0),
+    (np.array(1.5), 1.5), (decimal.Decimal("0.125"), 0.125), (float("inf"), math.inf),
+])
+def test_numbers_become_plain_floats(value, expected):
+    number = metric_value(value)
+    assert number == expected and type(number) is float
+
+
+class HasFloat:
+    """Stands in for a scalar tensor: no ndim of its own, but __float__."""
+
+    def __float__(self):
+        return 0.75
+
+
+class BrokenFloat:
+    def __float__(self):
+        raise ValueError("not a number today")
+
+
+@pytest.mark.parametrize("value", [
+    "0.5", b"1", None, [1.0], {"a": 1}, np.ones(1), np.ones(3), 1j, 10 ** 400, BrokenFloat(),
+])
+def test_values_that_are_not_single_numbers_are_none(value):
+    assert metric_value(value) is None
+
+
+def test_anything_with_float_and_no_dimensions_counts():
+    assert metric_value(HasFloat()) == 0.75
+
+
+def test_nan_is_kept_so_a_diverging_loss_shows():
+    assert math.isnan(metric_value(float("nan")))
+    assert math.isnan(metric_values({"loss": np.float32("nan")})["loss"])
+
+
+def test_metric_values_keeps_numbers_and_stringifies_names():
+    assert metric_values({"loss": np.float32(0.5), 3: 1, "name": "x", "arr": np.ones(2)}) == \
+        {"loss": 0.5, "3": 1.0}
+    assert metric_values(None) == {}
+
+
+def test_the_publisher_and_the_store_coerce_the_same_way():
+    odd = {"loss": np.float64(0.5), "text": "0.25", "vector": np.ones(2), "nan": float("nan")}
+    published = []
+    EventPublisher(published.append, rank=0).report(odd, step=1)
+    (sent,) = published[0][events_key(1)]
+    assert set(sent["metrics"]) == {"loss", "nan"}
+
+    store = MetricsStore()
+    store.feed({"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0, "logs": odd})
+    assert set(store.history(0)) == {"loss", "nan"}
+    assert store.history(0)["loss"] == [0.5]
+
+
+def test_the_protocol_module_imports_only_the_standard_library():
+    with open(events.__file__) as source:
+        tree = ast.parse(source.read())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
+                for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.level == 0}
+    assert imported <= {"__future__", "re", "typing"}, imported
+    assert not any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
+
+
+def test_the_notebook_side_does_not_import_the_worker_side():
+    code = ("import sys, tfmw_notebook.widgets.live;"
+            "print('tfmw_notebook.worker.reporting' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"

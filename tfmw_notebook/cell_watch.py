@@ -1,0 +1,178 @@
+"""Running one cell on every worker and watching it, until all finish or one fails.
+
+The watch never hangs: a rank that raised, a dead engine, --timeout and the
+interrupt button each end it with a CellFault, which the recovery path
+(recovery.py) turns into keeping or restarting the workers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .engines import EngineGroup, is_this_host, pid_alive
+from .errors import is_engine_death, prefixed, remote_summary, remote_traceback
+from .limits import POLL_SECONDS
+from .output import OutputRelay
+from .run_options import CellOptions, FitState
+from .tfconfig import EngineReport
+from .worker.calls import call
+
+# Errors a worker raises when a peer went away or a collective was aborted: the
+# worker group cannot go on (a restart is needed, and --max-restarts retries them);
+# anything else is the cell's own bug.
+RETRYABLE_ERRORS = frozenset({"UnavailableError", "AbortedError", "CancelledError",
+                              "DeadlineExceededError"})
+_DRAIN_SECONDS = 5.0
+_cell_numbers = itertools.count(1)
+
+
+@dataclass
+class RunResult:
+    """What a cell left behind: the chief's last value's display data, timings."""
+
+    display: dict | None
+    seconds: float
+    data: list[dict] = field(default_factory=list)  # per rank: what the rank published
+    fits: list[list[dict]] = field(default_factory=list)  # per rank: each fit's end state
+
+
+class CellFault(Exception):
+    """How a cell failed, before deciding whether the workers can be kept."""
+
+    def __init__(self, message: str, *, reason: str, rank: int | None = None,
+                 traceback: str = "", retryable: bool = False, all_finished: bool = False,
+                 error_name: str = "", error_value: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.reason = reason              # "error", "died", "timeout" or "interrupt"
+        self.rank = rank
+        self.traceback = traceback
+        self.retryable = retryable
+        self.all_finished = all_finished  # every rank raised or returned
+        self.error_name = error_name
+        self.error_value = error_value
+
+
+@dataclass
+class CellWatch:
+    """One cell on `workers` (index = rank): submit it, then watch every rank."""
+
+    group: EngineGroup
+    workers: list[EngineReport]
+    error_grace: float
+    relay: OutputRelay
+    on_data: Callable[[int, dict], None] | None = None
+
+    def run(self, source: str, *, options: CellOptions, state: FitState, want_display: bool,
+            timeout: float | None) -> RunResult:
+        filename = f"<tfdist-cell-{next(_cell_numbers)}>"
+        client = self.group.client
+        began = time.perf_counter()
+        futures = [client[w.engine_id].apply_async(call, "tfmw_notebook.worker.cell",
+                                                   "run_cell", source, filename,
+                                                   want_display and rank == 0, options, state)
+                   for rank, w in enumerate(self.workers)]
+        self._watch(futures, None if timeout is None else time.monotonic() + timeout, timeout)
+        outcomes = [future.get() for future in futures]
+        return RunResult(display=outcomes[0]["display"], seconds=time.perf_counter() - began,
+                         data=[dict(f.data) for f in futures],
+                         fits=[outcome["fits"] for outcome in outcomes])
+
+    def _watch(self, futures, deadline: float | None, timeout: float | None) -> None:
+        """Wait for every rank; raise CellFault on the first that fails, dies or overruns.
+
+        After a rank raised, the others get `error_grace` seconds to finish: if
+        they all do, the workers may be kept; one still running is taken to be
+        blocked in a collective that will never complete.
+        """
+        first_error, grace_ends = None, None
+        try:
+            while True:
+                self._take_in(futures)
+                if first_error is None:
+                    failed = next((r for r, f in enumerate(futures)
+                                   if f.done() and f.exception()), None)
+                    if failed is not None:
+                        first_error = self._first_error(failed, futures)
+                        grace_ends = time.monotonic() + self.error_grace
+                dead = self.dead_ranks()
+                if dead:
+                    raise self._death(dead)
+                if all(f.done() for f in futures):
+                    self._drain(futures)
+                    if first_error is not None:
+                        raise self._error_fault(first_error, futures, all_finished=True)
+                    return
+                if first_error is not None and time.monotonic() > grace_ends:
+                    raise self._error_fault(first_error, futures, all_finished=False)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise CellFault(f"the cell ran past --timeout {timeout:g} s; every "
+                                    "worker was stopped", reason="timeout")
+                futures[0].wait(POLL_SECONDS)
+        except KeyboardInterrupt:
+            raise CellFault("interrupted: training was stopped on every worker",
+                            reason="interrupt") from None
+
+    def _take_in(self, futures) -> None:
+        self.relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""),
+                        len(futures))
+        if self.on_data is not None:
+            for rank, future in enumerate(futures):
+                self.on_data(rank, future.data)
+
+    def _first_error(self, rank: int, futures) -> tuple[int, BaseException]:
+        """Show the first failing rank's traceback at once; remember it."""
+        exc = futures[rank].exception()
+        if is_engine_death(exc):
+            raise self._death([rank])
+        self._take_in(futures)
+        text = remote_traceback(exc)
+        if text:
+            sys.stderr.write(prefixed(text, rank))
+            sys.stderr.flush()
+        return rank, exc
+
+    def _error_fault(self, first_error, futures, *, all_finished: bool) -> CellFault:
+        rank, exc = first_error
+        errors = [f.exception() for f in futures if f.done() and f.exception()]
+        died = [r for r, f in enumerate(futures)
+                if f.done() and f.exception() and is_engine_death(f.exception())]
+        if died:
+            return self._death(died)
+        return CellFault(
+            f"worker {rank} failed: {remote_summary(exc)}", reason="error", rank=rank,
+            traceback=remote_traceback(exc), all_finished=all_finished,
+            retryable=any(getattr(e, "ename", "") in RETRYABLE_ERRORS for e in errors),
+            error_name=getattr(exc, "ename", "") or type(exc).__name__,
+            error_value=str(getattr(exc, "evalue", "") or ""))
+
+    def _death(self, ranks: list[int]) -> CellFault:
+        names = ", ".join(f"{r} (pid {self.workers[r].pid} on {self.workers[r].host})"
+                          for r in ranks)
+        return CellFault(f"worker {names} died", reason="died", rank=ranks[0], retryable=True)
+
+    def _drain(self, futures) -> None:
+        """Take in what the workers printed or published just before they finished.
+
+        Output and published data travel on another socket than the reply, so
+        they can arrive after it; wait (briefly) for each rank's output to end.
+        """
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        for future in futures:
+            future.wait_for_output(max(0.0, deadline - time.monotonic()))
+        self._take_in(futures)
+
+    def dead_ranks(self) -> list[int]:
+        return dead_ranks(self.group, self.workers)
+
+
+def dead_ranks(group: EngineGroup, workers: list[EngineReport]) -> list[int]:
+    """Ranks whose engine left the hub, or (on this host) whose process is gone."""
+    registered = group.registered()
+    return [rank for rank, worker in enumerate(workers)
+            if worker.engine_id not in registered
+            or (is_this_host(worker.host) and not pid_alive(worker.pid))]

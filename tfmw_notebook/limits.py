@@ -1,0 +1,4 @@
+"""Waits and polls shared by the notebook side: each wait has one deadline, set here."""
+
+DEFAULT_TIMEOUT = 120.0  # seconds for engines and TensorFlow to come up, and for each call
+POLL_SECONDS = 0.05      # how often a wait looks again
