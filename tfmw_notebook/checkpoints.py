@@ -206,41 +206,12 @@ def resolve(spec: str, root: str | os.PathLike = DEFAULT_ROOT) -> CheckpointInfo
                          f"or a {CHECKPOINT_PREFIX}NNNNNN directory")
     spec = spec.strip()
     if spec == "latest":
-        candidates = list_runs(root) + ([root] if _is_run_dir(root) else [])
-        for run_dir in candidates:
-            checkpoints = list_checkpoints(run_dir)
-            if checkpoints:
-                return checkpoints[-1]
-        raise ValueError(f"no checkpoint found under {shown_root}: {_TRAIN_HINT}")
-
-    path = spec
-    if not os.path.exists(path) and not os.path.isabs(spec):
-        path = os.path.join(root, spec)
-    if not os.path.exists(path):
-        runs = [os.path.basename(run) for run in list_runs(root)]
-        options = (f"runs under {shown_root}: {_choices(runs)}" if runs
-                   else f"no runs under {shown_root} yet")
-        raise ValueError(f"{spec} does not exist: give 'latest', a run directory or a "
-                         f"{CHECKPOINT_PREFIX}NNNNNN directory ({options})")
-    if not os.path.isdir(path):
-        raise ValueError(f"{spec} is a file, not a checkpoint directory: give its "
-                         f"{CHECKPOINT_PREFIX}NNNNNN directory or the run directory")
-
+        return _latest_under(root, shown_root)
+    path = _existing_directory(spec, root, shown_root)
     name = os.path.basename(os.path.normpath(path))
-    looks_like_checkpoint = (_CHECKPOINT_NAME.fullmatch(name) or name.startswith(TEMP_PREFIX)
-                             or os.path.exists(os.path.join(path, META_FILE)))
-    if looks_like_checkpoint:
-        info, why = _read_checkpoint(path)
-        if info is not None:
-            return info
-        siblings = [c.name for c in list_checkpoints(os.path.dirname(os.path.normpath(path)))]
-        if name.startswith(TEMP_PREFIX):
-            problem = f"{spec} is an unfinished checkpoint (being written, or its writer died)"
-        else:
-            problem = f"{spec} is not a checkpoint directory ({why})"
-        fix = f"pick one of {_choices(siblings)}" if siblings else _TRAIN_HINT
-        raise ValueError(f"{problem}: {fix}")
-
+    if (_CHECKPOINT_NAME.fullmatch(name) or name.startswith(TEMP_PREFIX)
+            or os.path.exists(os.path.join(path, META_FILE))):
+        return _read_named_checkpoint(spec, path, name)
     checkpoints = list_checkpoints(path)
     if checkpoints:
         return checkpoints[-1]
@@ -254,6 +225,45 @@ def resolve(spec: str, root: str | os.PathLike = DEFAULT_ROOT) -> CheckpointInfo
                          f"(or 'latest' with root {spec})")
     raise ValueError(f"{spec} is neither a run nor a checkpoint directory: give 'latest', a run "
                      f"directory under {shown_root} or a {CHECKPOINT_PREFIX}NNNNNN directory")
+
+
+def _latest_under(root: str, shown_root: str) -> CheckpointInfo:
+    for run_dir in list_runs(root) + ([root] if _is_run_dir(root) else []):
+        checkpoints = list_checkpoints(run_dir)
+        if checkpoints:
+            return checkpoints[-1]
+    raise ValueError(f"no checkpoint found under {shown_root}: {_TRAIN_HINT}")
+
+
+def _existing_directory(spec: str, root: str, shown_root: str) -> str:
+    """`spec` as given or under `root`; a ValueError naming the runs there if neither exists."""
+    path = spec
+    if not os.path.exists(path) and not os.path.isabs(spec):
+        path = os.path.join(root, spec)
+    if not os.path.exists(path):
+        runs = [os.path.basename(run) for run in list_runs(root)]
+        options = (f"runs under {shown_root}: {_choices(runs)}" if runs
+                   else f"no runs under {shown_root} yet")
+        raise ValueError(f"{spec} does not exist: give 'latest', a run directory or a "
+                         f"{CHECKPOINT_PREFIX}NNNNNN directory ({options})")
+    if not os.path.isdir(path):
+        raise ValueError(f"{spec} is a file, not a checkpoint directory: give its "
+                         f"{CHECKPOINT_PREFIX}NNNNNN directory or the run directory")
+    return path
+
+
+def _read_named_checkpoint(spec: str, path: str, name: str) -> CheckpointInfo:
+    """A directory named like a checkpoint: its info, or why it cannot be used."""
+    info, why = _read_checkpoint(path)
+    if info is not None:
+        return info
+    siblings = [c.name for c in list_checkpoints(os.path.dirname(os.path.normpath(path)))]
+    if name.startswith(TEMP_PREFIX):
+        problem = f"{spec} is an unfinished checkpoint (being written, or its writer died)"
+    else:
+        problem = f"{spec} is not a checkpoint directory ({why})"
+    fix = f"pick one of {_choices(siblings)}" if siblings else _TRAIN_HINT
+    raise ValueError(f"{problem}: {fix}")
 
 
 def _choices(names: Sequence[str], limit: int = 8) -> str:

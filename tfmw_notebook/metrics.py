@@ -9,72 +9,20 @@ in `tfmw_notebook.events`; kinds and fields this store does not know are ignored
 from __future__ import annotations
 
 import math
-from collections import deque
-from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from .events import (
     BATCH,
     DROPPED,
     EPOCH,
-    EVALUATE,
-    FIT,
     REPORT,
     TRAIN_BEGIN,
     TRAIN_END,
     metric_values,
 )
+from .worker_runs import CUSTOM, WorkerProgress, WorkerRuns
 
 VAL_PREFIX = "val_"
-# Steps/s comes from the last few batch events, so it follows speed changes.
-_RATE_WINDOW = 20
-
-
-@dataclass
-class WorkerProgress:
-    """Where one worker is in its current run (a fit, an evaluate or a custom loop)."""
-
-    rank: int
-    mode: str = FIT
-    run: int = 0                      # how many runs this worker has begun
-    epoch: int = 0                    # 0-based epoch in progress (or last finished)
-    epochs: int | None = None
-    step: int = 0                     # steps done in `epoch`
-    steps: int | None = None
-    position: float | None = None     # epochs done, fractional (e.g. 1.5)
-    run_start: float | None = None    # position where this run began (initial_epoch)
-    steps_per_second: float | None = None
-    eta_seconds: float | None = None
-    started_at: float | None = None
-    last_event_time: float | None = None
-    finished: bool = False
-
-    @property
-    def fraction(self) -> float | None:
-        """Share of the run done, 0..1, or None when the run's length is unknown."""
-        if self.finished:
-            return 1.0
-        if self.position is None or not self.epochs:
-            return None
-        return min(1.0, max(0.0, self.position / self.epochs))
-
-
-@dataclass
-class _Worker:
-    progress: WorkerProgress
-    epochs: list[dict] = field(default_factory=list)   # {"epoch", "x", "time", "logs", "samples"?}
-    batches: list[tuple[float, dict]] = field(default_factory=list)
-    reports: list[dict] = field(default_factory=list)  # {"x", "step", "epoch", "time", "metrics"}
-    evaluation: dict | None = None
-    # Bookkeeping for steps/s, ETA and placing a second fit after the first.
-    rate_window: deque = field(default_factory=lambda: deque(maxlen=_RATE_WINDOW))
-    steps_before_epoch: int = 0
-    global_step: int = 0
-    epoch_offset: float = 0.0
-    offset_pending: bool = False
-    run_begin_time: float | None = None
-    run_epoch_times: list[float] = field(default_factory=list)
-
 
 # The old name of the protocol's coercion (`events.metric_values`), kept for existing imports.
 plain_floats = metric_values
@@ -89,7 +37,7 @@ class MetricsStore:
     """Collects events from all workers; answers what the dashboard needs to draw."""
 
     def __init__(self) -> None:
-        self._workers: dict[int, _Worker] = {}
+        self._workers: dict[int, WorkerRuns] = {}
         self._names: list[str] = []                            # first-seen order
         self._latest: dict[str, tuple[float, int, float]] = {}  # name -> (time, rank, value)
         self._first_time: float | None = None
@@ -111,13 +59,7 @@ class MetricsStore:
             self.ignored_events += 1
             return
         self.lost_events += _dropped_count(event)
-        handler = {
-            TRAIN_BEGIN: self._on_train_begin,
-            BATCH: self._on_batch,
-            EPOCH: self._on_epoch,
-            TRAIN_END: self._on_train_end,
-            REPORT: self._on_report,
-        }.get(event.get("kind"))
+        handler = _HANDLERS.get(event.get("kind"))
         try:
             rank = int(event["rank"])
             time = float(event["time"])
@@ -128,127 +70,19 @@ class MetricsStore:
             return
         worker = self._worker(rank)
         try:
-            handler(worker, event, time)
+            logged = handler(worker, event, time)
         except (KeyError, TypeError, ValueError):   # a malformed event must not stop the view
             self.ignored_events += 1
             return
+        self._note_values(logged, time, worker.progress.rank)
         worker.progress.last_event_time = time
         self._first_time = time if self._first_time is None else min(self._first_time, time)
         self._last_time = time if self._last_time is None else max(self._last_time, time)
 
-    def _worker(self, rank: int) -> _Worker:
+    def _worker(self, rank: int) -> WorkerRuns:
         if rank not in self._workers:
-            self._workers[rank] = _Worker(WorkerProgress(rank=rank))
+            self._workers[rank] = WorkerRuns(WorkerProgress(rank=rank))
         return self._workers[rank]
-
-    def _on_train_begin(self, worker: _Worker, event: Mapping, time: float) -> None:
-        old = worker.progress
-        worker.progress = WorkerProgress(
-            rank=old.rank,
-            mode=str(event.get("mode") or FIT),
-            run=old.run + 1,
-            epochs=_int_or_none(event.get("epochs")),
-            steps=_int_or_none(event.get("steps")),
-            started_at=time,
-            last_event_time=time,
-        )
-        worker.rate_window.clear()
-        worker.steps_before_epoch = worker.global_step = 0
-        worker.run_begin_time = time
-        worker.run_epoch_times = []
-        # A second fit in the same cell continues the x axis after the first one
-        # (unless it already counts on from there, as fit(initial_epoch=...) does).
-        worker.offset_pending = worker.progress.mode == FIT and bool(worker.epochs)
-
-    def _place_run(self, worker: _Worker, epoch: int) -> None:
-        """On a run's first batch or epoch: where it starts, on its own and on the x axis."""
-        progress = worker.progress
-        if progress.run_start is None:
-            progress.run_start = float(epoch)
-        if worker.offset_pending:
-            already_drawn = max(record["x"] for record in worker.epochs)
-            worker.epoch_offset = max(0.0, already_drawn - epoch)
-            worker.offset_pending = False
-
-    def _on_batch(self, worker: _Worker, event: Mapping, time: float) -> None:
-        progress = worker.progress
-        epoch, step = int(event.get("epoch") or 0), int(event["step"])
-        self._place_run(worker, epoch)
-        if epoch != progress.epoch:
-            worker.steps_before_epoch = worker.global_step
-        progress.epoch, progress.step = epoch, step + 1
-        progress.position = epoch + (progress.step / progress.steps if progress.steps else 0.0)
-        progress.finished = False
-        worker.global_step = worker.steps_before_epoch + progress.step
-        worker.rate_window.append((time, worker.global_step))
-        self._update_speed(worker)
-        logs = metric_values(event.get("logs"))
-        if progress.mode == FIT:
-            worker.batches.append((worker.epoch_offset + progress.position, logs))
-            self._note_values(logs, time, progress.rank)
-
-    def _on_epoch(self, worker: _Worker, event: Mapping, time: float) -> None:
-        progress = worker.progress
-        epoch = int(event["epoch"])
-        self._place_run(worker, epoch)
-        if epoch != progress.epoch:
-            worker.steps_before_epoch = worker.global_step
-        progress.epoch, progress.position = epoch, float(epoch + 1)
-        if progress.steps:
-            progress.step = progress.steps
-        logs = metric_values(event.get("logs"))
-        record = {"epoch": epoch, "x": worker.epoch_offset + epoch + 1, "time": time, "logs": logs}
-        if event.get("samples") is not None:
-            record["samples"] = int(event["samples"])
-        worker.epochs.append(record)
-        worker.run_epoch_times.append(time)
-        self._update_speed(worker)
-        self._note_values(logs, time, progress.rank)
-
-    def _on_train_end(self, worker: _Worker, event: Mapping, time: float) -> None:
-        progress = worker.progress
-        progress.finished = True
-        progress.eta_seconds = 0.0
-        if progress.mode == EVALUATE:
-            worker.evaluation = metric_values(event.get("logs"))
-
-    def _on_report(self, worker: _Worker, event: Mapping, time: float) -> None:
-        progress = worker.progress
-        if progress.run == 0:
-            progress.mode = "custom"
-        step = event.get("step")
-        step = len(worker.reports) if step is None else int(step)
-        epoch = event.get("epoch")
-        epoch = None if epoch is None else float(epoch)
-        metrics = metric_values(event.get("metrics"))
-        worker.reports.append({"x": step if epoch is None else epoch, "step": step,
-                               "epoch": epoch, "time": time, "metrics": metrics})
-        progress.step = step
-        if epoch is not None:
-            progress.position = epoch
-        self._note_values(metrics, time, progress.rank)
-
-    def _update_speed(self, worker: _Worker) -> None:
-        progress, window = worker.progress, worker.rate_window
-        if len(window) >= 2 and window[-1][0] > window[0][0]:
-            (first_time, first_step), (last_time, last_step) = window[0], window[-1]
-            progress.steps_per_second = (last_step - first_step) / (last_time - first_time)
-        progress.eta_seconds = self._eta(worker)
-
-    @staticmethod
-    def _eta(worker: _Worker) -> float | None:
-        progress = worker.progress
-        if progress.epochs is None or progress.position is None:
-            return None
-        epochs_left = max(0.0, progress.epochs - progress.position)
-        if progress.steps and progress.steps_per_second:
-            return epochs_left * progress.steps / progress.steps_per_second
-        # Steps per epoch unknown: go by how long the finished epochs took.
-        if worker.run_epoch_times and worker.run_begin_time is not None:
-            times = worker.run_epoch_times
-            per_epoch = (times[-1] - worker.run_begin_time) / len(times)
-            return epochs_left * per_epoch
-        return None
 
     def _note_values(self, values: Mapping[str, float], time: float, rank: int) -> None:
         for name, value in values.items():
@@ -348,7 +182,7 @@ class MetricsStore:
         leader is `threshold` into it. Finished ranks are not behind in their own run.
         """
         placed = [w.progress for w in self._workers.values()
-                  if w.progress.position is not None and w.progress.mode != "custom"]
+                  if w.progress.position is not None and w.progress.mode != CUSTOM]
         if len(placed) < 2:
             return []
         leader = max(placed, key=lambda p: (p.run, p.position))
@@ -396,8 +230,14 @@ class MetricsStore:
                 "history(rank), merged_history(), summary()>")
 
 
-def _int_or_none(value: Any) -> int | None:
-    return None if value is None else int(value)
+# What each kind of event does to the worker that sent it (see worker_runs.py).
+_HANDLERS = {
+    TRAIN_BEGIN: WorkerRuns.on_train_begin,
+    BATCH: WorkerRuns.on_batch,
+    EPOCH: WorkerRuns.on_epoch,
+    TRAIN_END: WorkerRuns.on_train_end,
+    REPORT: WorkerRuns.on_report,
+}
 
 
 def _dropped_count(event: Mapping) -> int:
