@@ -258,9 +258,11 @@ def _check_magic_cluster(kernel, external, attach_line: str) -> None:
     assert [w[:5] for w in who] == [[0, 2, True, 0, 2], [1, 2, False, 1, 2]]
 
     rows = _status_rows(kernel.ok("%tfdist status").stdout)
+    # rank, host, local rank, address, pid, alive, running
     assert [row[0] for row in rows] == ["0", "1"]
-    assert all(row[4] == "yes" for row in rows)
-    pids = [int(row[3]) for row in rows]
+    assert [row[2] for row in rows] == ["0", "1"]   # both workers on this host
+    assert all(row[5] == "yes" for row in rows)
+    pids = [int(row[4]) for row in rows]
     assert pids == [w[5] for w in who]
     assert set(pids) <= _pids_of(external.processes())
 

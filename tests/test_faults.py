@@ -126,6 +126,28 @@ def test_killed_engine_is_noticed_and_cluster_recovers(kernel, tmp_path):
     assert_cluster_works(kernel)
 
 
+def test_silent_worker_is_named_from_its_heartbeat_and_cluster_recovers(kernel, tmp_path):
+    """A stopped process neither beats nor dies: the heartbeat names it (the same path
+    catches a host that is cut off, where no process can be seen to end)."""
+    marker = str(tmp_path / "stopped")
+    kernel.ok("from tfmw_notebook.magics import active_cluster\nactive_cluster().silence = 2.0")
+    try:
+        out, old = fit_with_fault(kernel, marker, rank=1, batch=10, epochs=2,
+                                  action="os.kill(os.getpid(), signal.SIGSTOP)")
+    finally:
+        kernel.ok("from tfmw_notebook.limits import SILENCE_SECONDS\n"
+                  "active_cluster().silence = SILENCE_SECONDS")
+
+    assert out.status == "error" and out.error["ename"] == "WorkerFailed"
+    assert "worker 1 (pid" in out.error["evalue"], out.error["evalue"]
+    assert "not heard from for 2 s" in out.error["evalue"], out.error["evalue"]
+    stopped_at = float(open(marker).read())
+    noticed_at = first_stream_time(out, "not heard from")
+    assert noticed_at is not None and noticed_at - stopped_at <= 5.0, noticed_at - stopped_at
+    assert wait_until_gone(old, 5) == []
+    assert_cluster_works(kernel)
+
+
 def test_interrupt_stops_every_worker(kernel, tmp_path):
     marker = str(tmp_path / "training")
     kernel.ok("%%tfdist\n" + MNIST_SETUP)

@@ -15,7 +15,8 @@ from typing import Callable
 
 from .engines import EngineGroup, is_this_host, pid_alive
 from .errors import is_engine_death, prefixed, remote_summary, remote_traceback
-from .limits import POLL_SECONDS
+from .limits import POLL_SECONDS, SILENCE_SECONDS
+from .liveness import SilenceWatch
 from .output import OutputRelay
 from .run_options import CellOptions, FitState
 from .tfconfig import EngineReport
@@ -48,7 +49,7 @@ class CellFault(Exception):
                  error_name: str = "", error_value: str = ""):
         super().__init__(message)
         self.message = message
-        self.reason = reason              # "error", "died", "timeout" or "interrupt"
+        self.reason = reason  # "error", "died", "lost", "controller", "timeout" or "interrupt"
         self.rank = rank
         self.traceback = traceback
         self.retryable = retryable
@@ -66,6 +67,8 @@ class CellWatch:
     error_grace: float
     relay: OutputRelay
     on_data: Callable[[int, dict], None] | None = None
+    silence: float = SILENCE_SECONDS
+    _silence: SilenceWatch = field(init=False, repr=False)
 
     def run(self, source: str, *, options: CellOptions, state: FitState, want_display: bool,
             timeout: float | None) -> RunResult:
@@ -90,9 +93,11 @@ class CellWatch:
         blocked in a collective that will never complete.
         """
         first_error, grace_ends = None, None
+        self._silence = SilenceWatch(len(futures), self.silence)
         try:
             while True:
                 self._take_in(futures)
+                self._check_heard_from(futures)
                 if first_error is None:
                     failed = next((r for r, f in enumerate(futures)
                                    if f.done() and f.exception()), None)
@@ -120,9 +125,32 @@ class CellWatch:
     def _take_in(self, futures) -> None:
         self.relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""),
                         len(futures))
-        if self.on_data is not None:
-            for rank, future in enumerate(futures):
+        for rank, future in enumerate(futures):
+            self._silence.see(rank, future.data)
+            if self.on_data is not None:
                 self.on_data(rank, future.data)
+
+    def _check_heard_from(self, futures) -> None:
+        """A running rank whose heartbeat stopped is lost; when every running rank
+        stopped at once, the controller they all talk through may be the one gone."""
+        running = [rank for rank, future in enumerate(futures) if not future.done()]
+        silent = self._silence.silent(running)
+        if not silent:
+            return
+        quiet = self._silence.quiet_for(silent[0])
+        if len(silent) == len(running) and not self.group.controller_answers():
+            host, port = self.group.controller_address()
+            raise CellFault(f"the ipyparallel controller at {host}:{port} does not answer "
+                            f"(no worker heard from for {quiet:.0f} s): it has stopped, or "
+                            "its host is cut off", reason="controller")
+        names = ", ".join(self._describe(rank) for rank in silent)
+        raise CellFault(f"worker {names} not heard from for {quiet:.0f} s: its host may be down "
+                        "or cut off from this one", reason="lost", rank=silent[0],
+                        retryable=True)
+
+    def _describe(self, rank: int) -> str:
+        worker = self.workers[rank]
+        return f"{rank} (pid {worker.pid} on {worker.host}, {worker.address})"
 
     def _first_error(self, rank: int, futures) -> tuple[int, BaseException]:
         """Show the first failing rank's traceback at once; remember it."""
@@ -151,8 +179,7 @@ class CellWatch:
             error_value=str(getattr(exc, "evalue", "") or ""))
 
     def _death(self, ranks: list[int]) -> CellFault:
-        names = ", ".join(f"{r} (pid {self.workers[r].pid} on {self.workers[r].host})"
-                          for r in ranks)
+        names = ", ".join(self._describe(rank) for rank in ranks)
         return CellFault(f"worker {names} died", reason="died", rank=ranks[0], retryable=True)
 
     def _drain(self, futures) -> None:

@@ -15,13 +15,13 @@ from typing import Any, Callable
 from .cell_watch import CellFault, CellWatch, RunResult, dead_ranks
 from .engines import EngineGroup, is_this_host, pid_alive
 from .errors import BadArgument, NoClusterError
-from .limits import DEFAULT_TIMEOUT
+from .limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
 from .output import OutputRelay
 from .recovery import Recovery, notice
 from .run_options import CellOptions, FitState
 from .state_log import KeptState, RestoreReport, merge_fit_records
-from .tfconfig import EngineReport, launch_environment
-from .worker_setup import call_each, make_workers
+from .tfconfig import EngineReport, launch_environment, local_ranks
+from .worker_setup import Addressing, call_each, make_workers
 
 COMMUNICATIONS = ("auto", "ring", "nccl")
 # After one rank raised, how long the others get to finish before they are taken
@@ -56,8 +56,10 @@ class TFCluster:
     last_restart_seconds = 0.0
 
     def __init__(self, group: EngineGroup, *, communication: str = "auto",
-                 gpus_per_worker: int = 0, timeout: float = DEFAULT_TIMEOUT):
+                 gpus_per_worker: int = 0, timeout: float = DEFAULT_TIMEOUT,
+                 addressing: Addressing | None = None):
         self._group = group
+        self.addressing = addressing or Addressing()
         self.communication = communication
         self.gpus_per_worker = gpus_per_worker
         self.timeout = timeout
@@ -70,6 +72,7 @@ class TFCluster:
         # their fits' end state: what a restart after a failure replays.
         self.kept = KeptState()
         self.error_grace = ERROR_GRACE
+        self.silence = SILENCE_SECONDS  # a running worker not heard from this long is lost
         self.last_restore: RestoreReport | None = None
         self._running: str | None = None
 
@@ -96,24 +99,32 @@ class TFCluster:
         began = time.perf_counter()
         group = EngineGroup.start(n, timeout=timeout, profile_dir=profile_dir,
                                   environment=launch_environment(gpus_per_worker))
-        return cls._bootstrapped(group, began, communication, gpus_per_worker, timeout)
+        return cls._bootstrapped(group, began, communication=communication,
+                                 gpus_per_worker=gpus_per_worker, timeout=timeout)
 
     @classmethod
     def attach(cls, *, profile: str | None = None, cluster_id: str | None = None,
                url_file: str | None = None, n: int | None = None,
                timeout: float = DEFAULT_TIMEOUT, communication: str = "auto",
-               gpus_per_worker: int = 0) -> "TFCluster":
-        """Use the engines of an ipyparallel cluster that is already running."""
+               gpus_per_worker: int = 0, interface: str | None = None,
+               address_map: dict[str, str] | None = None) -> "TFCluster":
+        """Use the engines of an ipyparallel cluster that is already running.
+
+        Each worker advertises the address of its interface that reaches the
+        controller, unless `interface` (a name, the same on every host) or
+        `address_map` ({hostname: address}) says otherwise.
+        """
         _check_settings(n if n is not None else 1, timeout, communication, gpus_per_worker)
         began = time.perf_counter()
         group = EngineGroup.attach(profile=profile, cluster_id=cluster_id,
                                    url_file=url_file, n=n, timeout=timeout)
-        return cls._bootstrapped(group, began, communication, gpus_per_worker, timeout)
+        return cls._bootstrapped(group, began, communication=communication,
+                                 gpus_per_worker=gpus_per_worker, timeout=timeout,
+                                 addressing=Addressing(interface, address_map))
 
     @classmethod
-    def _bootstrapped(cls, group, began, communication, gpus_per_worker, timeout):
-        cluster = cls(group, communication=communication,
-                      gpus_per_worker=gpus_per_worker, timeout=timeout)
+    def _bootstrapped(cls, group, began, **settings):
+        cluster = cls(group, **settings)
         try:
             cluster._make_workers()
         except BaseException:
@@ -125,7 +136,8 @@ class TFCluster:
 
     def _make_workers(self) -> None:
         made = make_workers(self._group, communication=self.communication,
-                            gpus_per_worker=self.gpus_per_worker, timeout=self.timeout)
+                            gpus_per_worker=self.gpus_per_worker, timeout=self.timeout,
+                            addressing=self.addressing)
         self.workers, self.tf_version = made.reports, made.tf_version
 
     def call_each(self, ids, module: str, function: str, args_per_engine, *, what: str,
@@ -183,7 +195,8 @@ class TFCluster:
                  stdout=None, stderr=None, on_data=None) -> RunResult:
         """One attempt of a cell: its result, or CellFault (no recovery here)."""
         relay = OutputRelay(self.size, all_output=all_output, stdout=stdout, stderr=stderr)
-        watch = CellWatch(self._group, self.workers, self.error_grace, relay, on_data)
+        watch = CellWatch(self._group, self.workers, self.error_grace, relay, on_data,
+                          silence=self.silence)
         self._running = source.strip().splitlines()[0][:60] if source.strip() else ""
         try:
             return watch.run(source, options=options, state=state, want_display=want_display,
@@ -232,7 +245,8 @@ class TFCluster:
         """Fresh engine processes, same size, bootstrapped again (variables reset)."""
         if not self._group.can_restart():
             # Refuse before killing anything: these engines are not ours to replace.
-            self._group.restart(self.size or self._group_size, timeout=self.timeout)
+            self._group.restart(self.size or self._group_size, timeout=self.timeout,
+                                hosts=[w.host for w in self.workers])
         self.replace_workers()
         self.forget_state()
 
@@ -244,10 +258,11 @@ class TFCluster:
         """
         began = time.perf_counter()
         size = self.size or self._group_size
+        hosts = [w.host for w in self.workers]
         self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
         self.workers = []
         self.state_log.clear()  # a restore adds back what it replays
-        self._group.restart(size, timeout=self.timeout)
+        self._group.restart(size, timeout=self.timeout, hosts=hosts)
         self._make_workers()
         self.restarts += 1
         self.last_restart_seconds = time.perf_counter() - began
@@ -267,12 +282,14 @@ class TFCluster:
                               if not is_this_host(w.host) or pid_alive(w.pid)})
 
     def status(self) -> list[dict]:
-        """One row per rank: rank, host, address, pid, alive, running."""
+        """One row per rank: rank, host, local rank, address, pid, alive, running."""
         if not self.workers:
             return []
         dead = set(dead_ranks(self._group, self.workers))
-        return [{"rank": rank, "engine": w.engine_id, "host": w.host, "address": w.endpoint,
-                 "pid": w.pid, "alive": rank not in dead, "running": self._running}
+        local = local_ranks(self.workers)
+        return [{"rank": rank, "engine": w.engine_id, "host": w.host, "local_rank": local[rank],
+                 "address": w.endpoint, "pid": w.pid, "alive": rank not in dead,
+                 "running": self._running}
                 for rank, w in enumerate(self.workers)]
 
     def describe(self) -> str:
@@ -284,6 +301,11 @@ class TFCluster:
         if not self.workers:
             raise NoClusterError("the cluster has no workers (stopped, or a restart failed): "
                                  "run `%tfdist restart` or `%tfdist start`")
+        if not self._group.controller_answers():
+            host, port = self._group.controller_address()
+            raise NoClusterError(f"the ipyparallel controller at {host}:{port} does not answer: "
+                                 "start it and its engines again, then `%tfdist attach` (or "
+                                 "`%tfdist stop` and `%tfdist start`)")
 
 
 def _checked_run_arguments(options, max_restarts) -> CellOptions:

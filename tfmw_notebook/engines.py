@@ -27,6 +27,8 @@ _log = logging.getLogger("tfmw_notebook")
 # C thread, so a busy engine still answers; 20 misses (5 s) mark one dead.
 _CONTROLLER_ARGS = ["--HeartMonitor.period=250", "--HeartMonitor.max_heartmonitor_misses=20"]
 _CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.controller"]
+_PROBE_SECONDS = 3.0   # a connect to the controller that takes longer counts as no answer
+_SIGNAL_SECONDS = 5.0  # how long a nanny on another host gets to confirm a kill
 
 
 def pid_alive(pid: int) -> bool:
@@ -62,6 +64,7 @@ class EngineGroup:
         self.ids: list[int] = []
         self._retired: set[int] = set()
         self._engine_kwargs: dict = {}  # how our engines were launched, to launch alike
+        self.url_file: str | None = None  # the connection file we attached by, if any
 
     # -- start / attach -------------------------------------------------------
 
@@ -137,6 +140,7 @@ class EngineGroup:
             client = _connect(lambda: cluster.connect_client_sync(timeout=timeout),
                               cluster.cluster_file)
         group = cls(client, cluster, owned=False)
+        group.url_file = os.path.abspath(url_file) if url_file else None
         deadline = time.monotonic() + timeout
         if n is None:
             group.ids = sorted(client.ids)
@@ -151,6 +155,26 @@ class EngineGroup:
 
     def registered(self) -> set[int]:
         return set(self.client.ids)
+
+    def controller_address(self) -> tuple[str, int | None]:
+        """Host and registration port of the controller, as the client reaches it."""
+        url = getattr(self.client, "_config", {}).get("registration", "") or ""
+        host, _, port = url.rsplit("//", 1)[-1].rpartition(":")
+        if not host:
+            return "127.0.0.1", None
+        return host.strip("[]"), int(port) if port.isdigit() else None
+
+    def controller_answers(self, timeout: float = _PROBE_SECONDS) -> bool:
+        """Whether the controller still accepts connections (its process lives, its host
+        is reachable). A plain TCP connect: the hub itself is never disturbed."""
+        host, port = self.controller_address()
+        if port is None:
+            return True  # nothing to probe; the waits' own deadlines still hold
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return True
+        except OSError:
+            return False
 
     def _wait_for_new_engines(self, n: int, deadline: float) -> list[int]:
         known = set(self.ids) | self._retired
@@ -184,31 +208,54 @@ class EngineGroup:
             else:
                 remote.append(engine_id)
         if remote:
-            try:
-                self.client.send_signal(signal.SIGKILL, targets=remote, block=True)
-            except Exception as exc:
-                # A dead nanny usually means a dead engine already; say so in the log.
-                _log.warning("could not signal engines %s through their nanny: %s",
-                             remote, exc)
+            self._kill_through_nannies(remote)
         self._retired.update(pids)
+
+    def _kill_through_nannies(self, engine_ids: list[int]) -> None:
+        # A host that is cut off never answers: wait a little, never forever.
+        registered = [eid for eid in engine_ids if eid in self.registered()]
+        if not registered:
+            return
+        try:
+            self.client.send_signal(signal.SIGKILL, targets=registered,
+                                    block=False).result(timeout=_SIGNAL_SECONDS)
+        except Exception as exc:
+            # A dead nanny usually means a dead engine already; say so in the log.
+            _log.warning("could not signal engines %s through their nanny: %r", registered, exc)
 
     def can_restart(self) -> bool:
         return self.cluster is not None and bool(self.cluster.engines)
 
-    def restart(self, n: int, *, timeout: float) -> list[int]:
-        """Fresh engine processes, same count; returns their ids."""
+    def restart(self, n: int, *, timeout: float, hosts: list[str] = ()) -> list[int]:
+        """Fresh engine processes, same count; returns their ids.
+
+        `hosts`: where the old engines ran (one entry per engine), to say what to
+        run where when this group cannot start engines itself.
+        """
         if not self.can_restart():
             raise ClusterSetupError(
-                "the engines of this attached cluster cannot be restarted from here "
-                "(attached by connection file, no launcher known): start engines again "
-                "with ipcluster/ipengine, then `%tfdist attach`"
-            )
+                "the engines of this attached cluster cannot be restarted from here (attached "
+                f"by connection file, no launcher known): {self._bring_back(hosts)}")
         self._retired.update(self.ids)
         deadline = time.monotonic() + timeout
         self.cluster.stop_engines_sync()
         self.cluster.start_engines_sync(n, **self._engine_kwargs)
         self.ids = self._wait_for_new_engines(n, deadline)
         return self.ids
+
+    def _bring_back(self, hosts: list[str]) -> str:
+        if not self.url_file:
+            return "start engines again with ipcluster/ipengine, then `%tfdist attach`"
+        engine_file = os.path.join(os.path.dirname(self.url_file), "ipcontroller-engine.json")
+        if not os.path.exists(engine_file):
+            engine_file = "<the controller's ipcontroller-engine.json>"
+        counts: dict[str, int] = {}
+        for host in hosts:
+            counts[host] = counts.get(host, 0) + 1
+        where = "; ".join(f"on {host}, {count} x `ipengine --file={engine_file}`"
+                          for host, count in counts.items()) or \
+            f"on each host, `ipengine --file={engine_file}` once per worker"
+        return f"{where}; then `%tfdist attach --url-file {self.url_file}`"
 
     def stop(self) -> None:
         if self.owned and self.cluster is not None:

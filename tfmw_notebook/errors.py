@@ -48,7 +48,8 @@ class WorkerFailed(TFDistError):
         super().__init__(message)
         self.rank = rank
         self.traceback = traceback
-        self.reason = reason                # "error", "died", "timeout" or "interrupt"
+        # "error", "died", "lost" (not heard from), "controller", "timeout" or "interrupt"
+        self.reason = reason
         self.detected_at = detected_at
         self.recovered = recovered          # a fresh, ready worker group is in place
         self.retryable = retryable          # a peer died / collective aborted, not a bug

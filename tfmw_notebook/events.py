@@ -21,6 +21,10 @@ Transport: a worker publishes through ipyparallel's `publish_data`, and the clie
 published twice keeps only its last value. Each publish therefore goes out under a
 fresh key, `events_key(seq)` = "tfmw-events-<seq>" with seq = 1, 2, 3, ..., holding a
 list of events; `new_events` on the client takes the keys it has not read yet, in order.
+
+Liveness: while a cell runs, each worker also publishes ALIVE_KEY = a count that
+grows every HEARTBEAT_SECONDS, so the notebook can tell a worker that went silent
+(a host down or cut off) from one that is merely slow.
 """
 
 from __future__ import annotations
@@ -46,6 +50,9 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
     REPORT: ("step", "epoch", "metrics"),
 }
 DROPPED = "dropped"
+
+ALIVE_KEY = "tfmw-alive"
+HEARTBEAT_SECONDS = 1.0
 
 EVENTS_KEY_PREFIX = "tfmw-events-"
 _EVENTS_KEY = re.compile(re.escape(EVENTS_KEY_PREFIX) + r"(\d+)\Z")

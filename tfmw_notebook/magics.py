@@ -21,6 +21,7 @@ from .errors import BadArgument, TFDistError, WorkerFailed, remote_summary
 from .hints import missing_name_hint
 from .limits import DEFAULT_TIMEOUT
 from .session import NotebookSession, active_cluster, current_session
+from .tfconfig import parse_address_map
 
 __all__ = ["TFDistMagics", "LINE_PARSER", "CELL_PARSER", "active_cluster", "stop_active_cluster"]
 
@@ -65,6 +66,13 @@ def _backup_frequency(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _address_map(text: str) -> dict[str, str]:
+    try:
+        return parse_address_map(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="S",
                         help="seconds to wait for engines and TensorFlow to come up "
@@ -88,6 +96,11 @@ def _line_parser() -> _Parser:
     attach.add_argument("--profile", help="ipyparallel profile (default: 'default')")
     attach.add_argument("--cluster-id", help="cluster id given to `ipcluster start`")
     attach.add_argument("--url-file", metavar="F", help="the controller's ipcontroller-client.json")
+    attach.add_argument("--interface", metavar="NAME", default=None,
+                        help="network interface whose address each worker advertises "
+                             "(default: the one that reaches the controller)")
+    attach.add_argument("--address-map", type=_address_map, default=None,
+                        metavar="HOST=ADDR,...", help="the address each host's workers advertise")
     attach.add_argument("-n", "--workers", type=_count, default=None, metavar="N",
                         help="wait for N engines (default: use those registered)")
     _add_worker_options(attach)
@@ -193,13 +206,18 @@ class TFDistMagics(Magics):
         print(cluster.describe())
 
     def _attach(self, args):
+        if self.session.cluster is not None and not self.session.cluster.size:
+            # Its workers are gone (an attached cluster after a failure): attach anew.
+            self.session.cluster.stop()
+            self.session.cluster = None
         self._refuse_second_cluster()
         if args.url_file and (args.profile or args.cluster_id):
             raise UsageError("give either --url-file or --profile/--cluster-id, not both")
         cluster = self._guarded(lambda: TFCluster.attach(
             profile=args.profile, cluster_id=args.cluster_id, url_file=args.url_file,
             n=args.workers, timeout=args.timeout, communication=args.communication,
-            gpus_per_worker=args.gpus_per_worker))
+            gpus_per_worker=args.gpus_per_worker, interface=args.interface,
+            address_map=args.address_map))
         cluster.restore_state = self.session.preferences.restore
         self.session.cluster = cluster
         print(cluster.describe())
@@ -210,10 +228,12 @@ class TFDistMagics(Magics):
         if not rows:
             print("no workers (a restart failed?): run `%tfdist restart`")
             return
-        print(f"{'rank':>4}  {'host':<16} {'address':<22} {'pid':>7}  {'alive':<5}  running")
+        print(f"{'rank':>4}  {'host':<16} {'local':>5}  {'address':<22} {'pid':>7}  "
+              f"{'alive':<5}  running")
         for row in rows:
-            print(f"{row['rank']:>4}  {row['host']:<16} {row['address']:<22} {row['pid']:>7}  "
-                  f"{'yes' if row['alive'] else 'NO':<5}  {row['running'] or '-'}")
+            print(f"{row['rank']:>4}  {row['host']:<16} {row['local_rank']:>5}  "
+                  f"{row['address']:<22} {row['pid']:>7}  {'yes' if row['alive'] else 'NO':<5}  "
+                  f"{row['running'] or '-'}")
 
     def _history(self, args):
         store = self.session.history

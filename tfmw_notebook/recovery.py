@@ -53,6 +53,11 @@ class Recovery:
                        detected_at=time.monotonic(), retryable=fault.retryable,
                        summary=fault.message, error_name=fault.error_name,
                        error_value=fault.error_value)
+        if fault.reason == "controller":
+            # Nothing can be restarted through a controller that is gone.
+            return WorkerFailed(f"{fault.message}. Start the controller and engines again, "
+                                "then `%tfdist attach` (or `%tfdist stop` and `%tfdist start` "
+                                "for a cluster tfdist started)", **details)
         why_restart = ""
         if fault.all_finished and not fault.retryable:
             why_restart = self.why_not_keep()

@@ -82,6 +82,34 @@ def check_endpoints(ranked: list[EngineReport]) -> None:
         seen[report.endpoint] = rank
 
 
+def check_reachable(ranked: list[EngineReport]) -> None:
+    """Workers on several hosts must not advertise a loopback address (the others
+    would dial themselves)."""
+    if len({report.host for report in ranked}) < 2:
+        return
+    for rank, report in enumerate(ranked):
+        if report.address.startswith("127.") or report.address in ("::1", "localhost"):
+            raise ValueError(
+                f"worker {rank} on {report.host} advertises {report.address}, which the "
+                "other hosts cannot reach: pass --interface NAME (the interface the hosts "
+                "share) or --address-map HOST=ADDRESS,..."
+            )
+
+
+def parse_address_map(text: str) -> dict[str, str]:
+    """'host1=10.0.0.1,host2=10.0.0.2' -> {host: address}."""
+    mapping = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, sep, address = item.partition("=")
+        if not sep or not host.strip() or not address.strip():
+            raise ValueError(f"{item!r} is not HOST=ADDRESS: write e.g. "
+                             "--address-map node1=10.0.0.1,node2=10.0.0.2")
+        mapping[host.strip()] = address.strip()
+    if not mapping:
+        raise ValueError("empty --address-map: write e.g. --address-map node1=10.0.0.1")
+    return mapping
+
+
 def tf_config(ranked: list[EngineReport], rank: int) -> dict:
     """The TF_CONFIG dict for one rank (all workers, no separate chief task)."""
     if not 0 <= rank < len(ranked):

@@ -17,6 +17,16 @@ from .tfconfig import EngineReport
 from .worker.calls import call
 
 
+@dataclass(frozen=True)
+class Addressing:
+    """Which address each worker advertises to the others. Default: the address of
+    the interface that routes to the controller; `interface` names one instead
+    (the same name on every host), `address_map` gives host -> address."""
+
+    interface: str | None = None
+    address_map: dict[str, str] | None = None
+
+
 @dataclass
 class Workers:
     """Ready workers, index = rank, and the TensorFlow version they run."""
@@ -46,12 +56,13 @@ def call_each(group: EngineGroup, ids: list[int], module: str, function: str,
 
 
 def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: int,
-                 timeout: float) -> Workers:
+                 timeout: float, addressing: Addressing | None = None) -> Workers:
     """Handshake with every engine of `group`, then bootstrap each as its rank."""
     ids = group.ids
+    addressing = addressing or Addressing()
+    where = (group.controller_address()[0], addressing.interface, addressing.address_map)
     replies = call_each(group, ids, "tfmw_notebook.worker.handshake", "describe_engine",
-                        [(_controller_host(group.client),)] * len(ids), what="handshake",
-                        timeout=timeout)
+                        [where] * len(ids), what="handshake", timeout=timeout)
     reports = [EngineReport(engine_id=eid, **reply) for eid, reply in zip(ids, replies)]
     try:
         reused = tfconfig.existing_workers(reports)
@@ -64,6 +75,7 @@ def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: int
     try:
         ranked = tfconfig.order_ranks(reports)
         tfconfig.check_endpoints(ranked)
+        tfconfig.check_reachable(ranked)
     except ValueError as exc:  # the engines' addresses cannot make a cluster
         raise ClusterSetupError(str(exc)) from None
     settings = [({
@@ -76,8 +88,3 @@ def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: int
                       "bootstrap", settings, what="bootstrap", timeout=timeout)
     return Workers(ranked, infos[0]["tf_version"])
 
-
-def _controller_host(client) -> str:
-    url = getattr(client, "_config", {}).get("registration", "") or ""
-    host = url.rsplit("//", 1)[-1].rsplit(":", 1)[0]
-    return host or "127.0.0.1"

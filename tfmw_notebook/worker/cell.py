@@ -7,6 +7,7 @@ import linecache
 
 from ..run_options import CellOptions, FitState
 from . import keras_hooks, shared_strategy
+from .heartbeat import Heartbeat, engine_publish
 
 
 def _register_source(source: str, filename: str) -> None:
@@ -40,7 +41,7 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
     keras_hooks.configure(options, state)
     namespace = shell.user_ns
     strategy = shared_strategy.shared_strategy()
-    with strategy.scope():
+    with Heartbeat(engine_publish()), strategy.scope():
         exec(compile(tree, filename, "exec"), namespace)
         value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
 

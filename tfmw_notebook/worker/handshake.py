@@ -47,8 +47,38 @@ def current_tf_config() -> str | None:
     return os.environ.get("TF_CONFIG")
 
 
-def describe_engine(controller_host: str) -> dict:
-    address = reachable_address(controller_host)
+def interface_address(name: str) -> str:
+    """The IPv4 address of network interface `name` on this host (Linux)."""
+    import fcntl
+    import struct
+
+    get_address = 0x8915  # SIOCGIFADDR
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            packed = fcntl.ioctl(probe.fileno(), get_address,
+                                 struct.pack("256s", name[:15].encode()))
+        except OSError as exc:
+            raise OSError(f"no IPv4 address on interface {name!r} of {socket.gethostname()} "
+                          f"({exc.strerror}); check the name with `ip addr`, or use "
+                          "--address-map") from None
+    return socket.inet_ntoa(packed[20:24])
+
+
+def advertised_address(controller_host: str, interface: str | None = None,
+                       address_map: dict[str, str] | None = None) -> str:
+    """What the other workers should dial: the user's choice for this host, else the
+    address of the interface that reaches the controller."""
+    chosen = (address_map or {}).get(socket.gethostname())
+    if chosen:
+        return chosen
+    if interface:
+        return interface_address(interface)
+    return reachable_address(controller_host)
+
+
+def describe_engine(controller_host: str, interface: str | None = None,
+                    address_map: dict[str, str] | None = None) -> dict:
+    address = advertised_address(controller_host, interface, address_map)
     return {
         "host": socket.gethostname(),
         "address": address,

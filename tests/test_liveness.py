@@ -1,0 +1,51 @@
+"""The pure part of the liveness watch: which running ranks went silent."""
+
+import pytest
+from tfmw_notebook.events import ALIVE_KEY
+from tfmw_notebook.liveness import SilenceWatch
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_a_rank_whose_count_stops_moving_is_silent_after_the_limit():
+    clock = Clock()
+    watch = SilenceWatch(2, silence=6.0, clock=clock)
+    for beat in range(1, 6):
+        clock.now += 1.0
+        watch.see(0, {ALIVE_KEY: beat})
+        watch.see(1, {ALIVE_KEY: 1})          # rank 1 beat once, then nothing
+    assert watch.silent([0, 1]) == []         # 4 s since rank 1's beat
+    clock.now += 2.0
+    watch.see(0, {ALIVE_KEY: 6})
+    assert watch.silent([0, 1]) == [1]
+    assert watch.quiet_for(1) == pytest.approx(6.0)
+
+
+def test_finished_ranks_are_not_watched_and_other_keys_are_not_beats():
+    clock = Clock()
+    watch = SilenceWatch(2, silence=2.0, clock=clock)
+    clock.now += 3.0
+    watch.see(0, {"tfmw-events-1": [], "user-key": 1})
+    assert watch.silent([0]) == [0]           # data that is not a beat does not count
+    assert watch.silent([]) == []
+    watch.see(0, {ALIVE_KEY: 1})
+    assert watch.silent([0, 1]) == [1]
+
+
+def test_the_cells_start_counts_as_a_sign_of_life():
+    clock = Clock()
+    watch = SilenceWatch(1, silence=2.0, clock=clock)
+    watch.see(0, None)
+    clock.now += 1.9
+    assert watch.silent([0]) == []
+
+
+def test_silence_must_be_positive():
+    with pytest.raises(ValueError, match="silence must be > 0"):
+        SilenceWatch(1, silence=0)

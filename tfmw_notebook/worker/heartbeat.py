@@ -1,0 +1,56 @@
+"""While a cell runs, a worker tells the notebook every second that it is alive.
+
+A worker on another host can vanish without its engine leaving the controller for
+about 30 s (a controller the user started keeps ipyparallel's default heartbeat),
+and a host cut off from the network cannot even be told apart from a slow one.
+The beats travel like the dashboard's events (ipyparallel's data channel, through
+the controller), from a thread of their own: TensorFlow releases the GIL in its
+ops, so a worker busy training still beats; a stopped or unreachable one does not.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+from ..events import ALIVE_KEY, HEARTBEAT_SECONDS
+
+
+class Heartbeat:
+    """`with Heartbeat(publish):` beats until the block ends."""
+
+    def __init__(self, publish: Callable[[dict], Any], period: float = HEARTBEAT_SECONDS):
+        self._publish = publish
+        self._period = period
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.beats = 0
+
+    def __enter__(self) -> "Heartbeat":
+        self._beat()  # at once: the notebook counts silence from the cell's start
+        self._thread = threading.Thread(target=self._run, name="tfdist-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self._period + 1.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._period):
+            self._beat()
+
+    def _beat(self) -> None:
+        self.beats += 1
+        try:
+            self._publish({ALIVE_KEY: self.beats})
+        except Exception:  # a lost beat only makes the notebook look sooner
+            pass
+
+
+def engine_publish() -> Callable[[dict], Any]:
+    """ipyparallel's publish_data on an engine (it sends through a thread-safe socket)."""
+    from ipyparallel.datapub import publish_data
+
+    return publish_data
