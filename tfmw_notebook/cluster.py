@@ -86,6 +86,11 @@ class TFCluster:
         self.kept.enabled = bool(on)
 
     @property
+    def owned(self) -> bool:
+        """Whether stop() ends the engines (we started them) or only lets go of them."""
+        return self._group.owned
+
+    @property
     def state_log(self):
         return self.kept.log
 

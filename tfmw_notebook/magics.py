@@ -274,9 +274,13 @@ class TFDistMagics(Magics):
 
     def _stop(self, args):
         cluster = self._require_cluster()
-        size = cluster.size
+        size, owned = cluster.size, cluster.owned
         self.session.stop_cluster()
-        print(f"stopped {size} workers")
+        if owned:
+            print(f"stopped {size} workers")
+        else:
+            print(f"let go of {size} workers; the attached cluster keeps running (stop it "
+                  "where it was started, e.g. `ipcluster stop`)")
 
     # -- %%tfdist -------------------------------------------------------------
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
+import socket
 import time
 import uuid
 
@@ -94,6 +96,47 @@ def weights_digest(name: str) -> str:
 
 
 _classes: dict = {}
+_shared_dirs: set[str] = set()   # run directories every worker was seen to share
+
+
+class RunDirNotShared(RuntimeError):
+    """Some worker does not see the directory the chief saves checkpoints into."""
+
+
+def check_shared(run_dir: str, *, rank: int, world_size: int) -> None:
+    """Every worker must see the run directory the chief writes (hosts need a shared disk):
+    restores and resumes read it on every worker. Checked once per directory.
+
+    The chief leaves a marker with a random name and announces the name in an
+    all-reduce (which also makes the others wait until it is written); a second
+    all-reduce counts the workers that see it. Every worker raises, or none.
+    """
+    if world_size < 2 or run_dir in _shared_dirs:
+        return
+    from . import collectives
+
+    marker = None
+    token = 0
+    if rank == 0:
+        token = random.randrange(1, 1 << 24)   # exact in the float32 all-reduce
+        marker = os.path.join(run_dir, f".tfmw-shared-check-{token}")
+        with open(marker, "w"):
+            pass
+    token = int(collectives.sum_across(float(token)))
+    seen = rank == 0 or os.path.exists(os.path.join(run_dir, f".tfmw-shared-check-{token}"))
+    seeing = int(collectives.sum_across(1.0 if seen else 0.0))
+    if marker is not None:
+        os.remove(marker)
+    if seeing == world_size:
+        _shared_dirs.add(run_dir)
+        return
+    fix = ("put checkpoints on storage every host mounts at the same path "
+           "(`--checkpoint-dir /shared/path`), or pass --no-checkpoint")
+    if not seen:
+        raise RunDirNotShared(f"worker {rank} on {socket.gethostname()} does not see {run_dir}, "
+                              f"where the chief saves checkpoints: {fix}")
+    raise RunDirNotShared(f"{world_size - seeing} of {world_size} workers do not see {run_dir}, "
+                          f"where the chief saves checkpoints: {fix}")
 
 
 def saver_class():
@@ -115,10 +158,11 @@ def saver_class():
 
         def on_train_begin(self, logs=None):
             self._started = time.monotonic()
+            run_dir = self.policy.run_dir
             if self.is_chief:
-                run_dir = self.policy.run_dir
                 checkpoints.ensure_run(run_dir, self.world_size, tf.__version__)
                 checkpoints.clean_temp(run_dir)  # debris of a save cut short earlier
+            check_shared(run_dir, rank=self.rank, world_size=self.world_size)
 
         def on_epoch_end(self, epoch, logs=None):
             done = epoch + 1

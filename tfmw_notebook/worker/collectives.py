@@ -47,3 +47,18 @@ def probe(timeout_seconds: float) -> float:
 
         _probe["function"] = all_reduce_one
     return float(_probe["function"]())
+
+
+def sum_across(value: float, timeout_seconds: float = 60.0) -> float:
+    """The sum of `value` over every worker (eager; every worker must call it)."""
+    import tensorflow as tf
+
+    strategy = shared_strategy.shared_strategy()
+    options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=timeout_seconds)
+
+    def replica_sum():
+        context = tf.distribute.get_replica_context()
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.constant(value, tf.float32),
+                                  options=options)
+
+    return float(strategy.experimental_local_results(strategy.run(replica_sum))[0])
