@@ -49,3 +49,32 @@ def test_the_cells_start_counts_as_a_sign_of_life():
 def test_silence_must_be_positive():
     with pytest.raises(ValueError, match="silence must be > 0"):
         SilenceWatch(1, silence=0)
+
+
+def test_a_worker_ends_itself_once_its_controller_stays_unreachable(monkeypatch):
+    import socket
+
+    from tfmw_notebook.worker import controller_watch
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert controller_watch.install("127.0.0.1", port)
+    clock, ended = Clock(), []
+    controller_watch.check(now=clock, end=ended.append)     # first miss: the clock starts
+    clock.now += controller_watch.LIMIT_SECONDS - 1
+    controller_watch.check(now=clock, end=ended.append)
+    assert ended == []
+    clock.now += 1
+    controller_watch.check(now=clock, end=ended.append)
+    assert ended == [3]
+
+
+def test_no_watch_when_the_controller_was_never_reachable_from_the_worker():
+    from tfmw_notebook.worker import controller_watch
+
+    assert not controller_watch.install("127.0.0.1", 9)   # nothing listens on port 9
+    ended = []
+    controller_watch.check(end=ended.append)
+    assert ended == []

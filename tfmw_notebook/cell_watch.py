@@ -131,14 +131,14 @@ class CellWatch:
                 self.on_data(rank, future.data)
 
     def _check_heard_from(self, futures) -> None:
-        """A running rank whose heartbeat stopped is lost; when every running rank
-        stopped at once, the controller they all talk through may be the one gone."""
+        """A running rank whose heartbeat stopped is lost, unless the controller every
+        beat passes through is the one gone (it no longer accepts connections)."""
         running = [rank for rank, future in enumerate(futures) if not future.done()]
         silent = self._silence.silent(running)
         if not silent:
             return
         quiet = self._silence.quiet_for(silent[0])
-        if len(silent) == len(running) and not self.group.controller_answers():
+        if not self.group.controller_answers():
             host, port = self.group.controller_address()
             raise CellFault(f"the ipyparallel controller at {host}:{port} does not answer "
                             f"(no worker heard from for {quiet:.0f} s): it has stopped, or "

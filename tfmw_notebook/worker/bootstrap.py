@@ -15,7 +15,7 @@ import os
 import socket
 import time
 
-from . import keras_hooks, shared_strategy
+from . import controller_watch, keras_hooks, shared_strategy
 from .context import WorkerContext
 from .reporting import EventPublisher
 
@@ -59,7 +59,7 @@ def bootstrap(settings: dict) -> dict:
     """Configure this engine as worker `settings["rank"]` and publish its names.
 
     `settings` holds: rank, world_size, env (str -> str), communication
-    ("auto" | "ring" | "nccl").
+    ("auto" | "ring" | "nccl"), controller ([host, port] the notebook reaches it at).
     Returns facts for the status line.
     """
     started = time.perf_counter()
@@ -88,6 +88,7 @@ def bootstrap(settings: dict) -> dict:
     )
     shared_strategy.install(strategy)
     _stop_on_sigterm()
+    controller_watch.install(*(settings.get("controller") or (None, None)))
 
     publisher = _event_publisher(settings["rank"])
     keras_hooks.install(publisher, rank=settings["rank"], is_chief=settings["rank"] == 0,

@@ -6,7 +6,7 @@ import ast
 import linecache
 
 from ..run_options import CellOptions, FitState
-from . import keras_hooks, shared_strategy
+from . import controller_watch, keras_hooks, shared_strategy
 from .heartbeat import Heartbeat, engine_publish
 
 
@@ -41,7 +41,7 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
     keras_hooks.configure(options, state)
     namespace = shell.user_ns
     strategy = shared_strategy.shared_strategy()
-    with Heartbeat(engine_publish()), strategy.scope():
+    with Heartbeat(engine_publish(), check=controller_watch.check), strategy.scope():
         exec(compile(tree, filename, "exec"), namespace)
         value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
 

@@ -19,9 +19,11 @@ from ..events import ALIVE_KEY, HEARTBEAT_SECONDS
 class Heartbeat:
     """`with Heartbeat(publish):` beats until the block ends."""
 
-    def __init__(self, publish: Callable[[dict], Any], period: float = HEARTBEAT_SECONDS):
+    def __init__(self, publish: Callable[[dict], Any], period: float = HEARTBEAT_SECONDS,
+                 check: Callable[[], Any] | None = None):
         self._publish = publish
         self._period = period
+        self._check = check  # also run at every beat (controller_watch.check)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.beats = 0
@@ -40,6 +42,8 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self._period):
             self._beat()
+            if self._check is not None:
+                self._check()
 
     def _beat(self) -> None:
         self.beats += 1

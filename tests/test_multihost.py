@@ -1,0 +1,229 @@
+"""Clusters across hosts: two simulated hosts x two engines, the notebook and the
+controller on this host (see sim_hosts.py).
+
+Engines started by hand (`ipengine --file`) and attached by connection file: training,
+addresses and hostnames; a remote engine killed mid-fit; the controller dying.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from kernel_session import KernelSession
+from sim_hosts import sim_hosts_or_skip
+
+pytestmark = pytest.mark.timeout(300)
+
+ENGINES_PER_HOST = 2
+QUICK_FIT = '''
+import numpy as np
+rng = np.random.default_rng(0)
+x = rng.normal(size=(1024, 8)).astype("float32")
+y = (x @ rng.normal(size=(8, 1))).astype("float32")
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Input((8,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(0.05), loss="mse")
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(64)
+'''
+FIT_WITH_MARKER = '''
+import os, signal, time
+class Mark(tf.keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        if tfdist.rank == {rank} and batch == 5 and not os.path.exists({marker!r}):
+            with open({marker!r}, "w") as f:
+                f.write(repr(time.time()))
+            {action}
+model.fit(dataset, epochs={epochs}, steps_per_epoch=40, verbose=0, callbacks=[Mark()])
+'''
+REDUCE = ("%%tfdist\nfloat(strategy.reduce('SUM', strategy.run(lambda: tf.constant(1.0)), "
+          "axis=None))")
+
+
+def wait_for(predicate, seconds: float, what: str):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {seconds} s waiting for {what}")
+
+
+class HandStarted:
+    """A controller with ipyparallel's default settings on the bridge address, and engines
+    started by hand on each host, as a user would."""
+
+    def __init__(self, sim, workdir: str):
+        self.sim = sim
+        self.profile_dir = os.path.join(workdir, "profile_manual")
+        self.controller = subprocess.Popen(
+            [sys.executable, "-m", "ipyparallel.controller", f"--ip={sim.bridge_address}",
+             f"--profile-dir={self.profile_dir}", "--log-level=ERROR"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)   # its schedulers are child processes: one group
+        security = os.path.join(self.profile_dir, "security")
+        self.url_file = os.path.join(security, "ipcontroller-client.json")
+        self.engine_file = os.path.join(security, "ipcontroller-engine.json")
+        wait_for(lambda: os.path.exists(self.url_file) and os.path.exists(self.engine_file),
+                 60, "the controller's connection files")
+        self.engines: list[subprocess.Popen] = []
+
+    def start_engines(self) -> None:
+        for host in self.sim.hosts:
+            for _ in range(ENGINES_PER_HOST):
+                self.engines.append(self.sim.popen(
+                    host, [sys.executable, "-m", "ipyparallel.engine",
+                           f"--file={self.engine_file}", "--log-level=ERROR"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+
+    def kill_controller(self) -> None:
+        os.killpg(self.controller.pid, signal.SIGKILL)
+
+    def stop(self) -> None:
+        if self.controller.poll() is None:
+            self.kill_controller()
+        for process in [self.controller, *self.engines]:
+            if process.poll() is None:
+                process.kill()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with sim_hosts_or_skip(2) as hosts:
+        yield hosts
+
+
+@pytest.fixture(scope="module")
+def manual(sim, tmp_path_factory):
+    cluster = HandStarted(sim, str(tmp_path_factory.mktemp("manual")))
+    cluster.start_engines()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    session = KernelSession(cwd=str(tmp_path_factory.mktemp("multihost-kernel")))
+    try:
+        session.ok("%load_ext tfmw_notebook", timeout=60)
+        yield session
+        session.execute("%tfdist stop", timeout=60)
+    finally:
+        session.shutdown()
+
+
+def status(kernel) -> list[dict]:
+    out = kernel.ok("import json\nfrom tfmw_notebook import active_cluster\n"
+                    "print(json.dumps(active_cluster().status()))")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def host_pids(sim) -> dict[str, list[int]]:
+    return {host.hostname: sim.pids(host) for host in sim.hosts}
+
+
+def test_engines_started_by_hand_train_across_two_hosts(sim, manual, kernel):
+    began = time.monotonic()
+    out = kernel.ok(f"%tfdist attach --url-file {manual.url_file} -n 4", timeout=180)
+    assert "4 workers ready" in out.stdout, out.stdout
+    attach_seconds = time.monotonic() - began
+
+    kernel.ok("%%tfdist --no-checkpoint\n" + QUICK_FIT)
+    out = kernel.ok("%%tfdist --no-checkpoint\n"
+                    "history = model.fit(dataset, epochs=2, steps_per_epoch=10, verbose=0)\n"
+                    "import json, os\n"
+                    "json.loads(os.environ['TF_CONFIG'])['cluster']['worker']", timeout=120)
+    workers = eval(out.results[-1]["text/plain"])
+    assert len(workers) == 4
+    addresses = {w.rsplit(":", 1)[0] for w in workers}
+    assert addresses == {host.address for host in sim.hosts}, workers
+    test_net = ipaddress.ip_network("198.18.0.0/15")   # the simulated hosts' range
+    assert all(ipaddress.ip_address(a) in test_net for a in addresses), addresses
+
+    rows = status(kernel)
+    names = [host.hostname for host in sim.hosts]
+    assert [row["host"] for row in rows] == [names[0]] * 2 + [names[1]] * 2
+    assert [row["local_rank"] for row in rows] == [0, 1, 0, 1]
+    assert all(row["alive"] for row in rows)
+    text = kernel.ok("%tfdist status").stdout
+    assert names[0] in text and names[1] in text
+    print(f"attach across 2 hosts x 2 engines: {attach_seconds:.1f} s")
+
+
+def test_killed_remote_engine_is_named_with_its_host_and_the_user_told_what_to_run(
+        sim, manual, kernel, tmp_path):
+    rows = status(kernel)
+    victim = rows[2]   # the first worker on the second host
+    marker = str(tmp_path / "killed")
+    code = FIT_WITH_MARKER.format(rank=2, marker=marker, epochs=20,
+                                  action="os.kill(os.getpid(), signal.SIGKILL)")
+    out = kernel.execute("%%tfdist --no-checkpoint\n" + code, timeout=180)
+
+    assert out.status == "error" and out.error["ename"] == "WorkerFailed", out.error_text
+    message = out.error["evalue"]
+    assert f"worker 2 (pid {victim['pid']} on {victim['host']}" in message, message
+    killed_at = float(open(marker).read())
+    noticed = next(when for when, _, text in out.stream_times if "worker 2" in text)
+    assert noticed - killed_at <= 10.0, noticed - killed_at
+    print(f"remote engine killed -> named: {noticed - killed_at:.2f} s")
+
+    # Engines started by hand cannot be restarted from here: the message says what to run.
+    for host in sim.hosts:
+        assert f"on {host.hostname}, 2 x `ipengine --file={manual.engine_file}`" in message
+    assert f"%tfdist attach --url-file {manual.url_file}" in message
+    # Every old worker was killed (through its nanny), on both hosts.
+    wait_for(lambda: not any(host_pids(sim).values()), 15, "no process left on the hosts")
+
+    manual.start_engines()   # what the message said
+    out = kernel.ok(f"%tfdist attach --url-file {manual.url_file} -n 4", timeout=180)
+    assert "4 workers ready" in out.stdout
+    assert kernel.ok(REDUCE, timeout=60).results[-1]["text/plain"] == "4.0"
+
+
+def test_dead_controller_ends_the_cell_and_every_later_call_within_30s(
+        sim, manual, kernel, tmp_path):
+    kernel.ok("%%tfdist --no-checkpoint\n" + QUICK_FIT)
+    marker = str(tmp_path / "training")
+    code = FIT_WITH_MARKER.format(rank=0, marker=marker, epochs=200, action="pass")
+    killed = {}
+
+    def kill_controller_when_training():
+        deadline = time.monotonic() + 120
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        killed["at"] = time.time()
+        manual.kill_controller()
+
+    killer = threading.Thread(target=kill_controller_when_training)
+    killer.start()
+    out = kernel.execute("%%tfdist --no-checkpoint\n" + code, timeout=180)
+    killer.join(timeout=30)
+    ended = time.time()
+
+    assert out.status == "error", out.stdout
+    assert "controller" in out.error["evalue"] and "does not answer" in out.error["evalue"]
+    assert ended - killed["at"] <= 30.0, ended - killed["at"]
+    print(f"controller killed -> cell ended: {ended - killed['at']:.1f} s")
+
+    began = time.monotonic()
+    later = kernel.execute("%%tfdist\n1 + 1", timeout=60)
+    assert later.status == "error" and "does not answer" in later.error["evalue"]
+    assert time.monotonic() - began <= 30.0
+    # Workers that lost their controller mid-cell end themselves (an engine cannot join
+    # a controller again), instead of training on for nobody.
+    wait_for(lambda: not any(host_pids(sim).values()), 30, "the engines to end")
+    print(f"controller killed -> engines ended: {time.time() - killed['at']:.1f} s")
+    kernel.ok("%tfdist stop", timeout=60)

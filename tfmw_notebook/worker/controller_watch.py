@@ -1,0 +1,53 @@
+"""A worker whose controller is gone ends itself, rather than train for nobody.
+
+An ipyparallel engine cannot join a controller again, and one that lost its
+controller (the controller died, or this host was cut off from it) keeps running
+the cell it had, then waits minutes for ipyparallel's own heartbeat check. While
+a cell runs, each heartbeat (heartbeat.py) also checks that the controller still
+accepts connections; after LIMIT seconds without, the engine exits. The watch is
+on only if the controller was reachable directly when the worker was set up
+(engines behind an SSH tunnel, say, cannot probe it).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+
+LIMIT_SECONDS = 12.0
+_PROBE_SECONDS = 2.0
+_watch: dict = {"address": None, "unreachable_since": None}
+
+
+def reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=_PROBE_SECONDS):
+            return True
+    except OSError:
+        return False
+
+
+def install(host: str | None, port: int | None) -> bool:
+    """Watch this controller from now on, if it can be reached from here."""
+    on = bool(host and port and reachable(host, port))
+    _watch.update(address=(host, port) if on else None, unreachable_since=None)
+    return on
+
+
+def check(now=time.monotonic, end=os._exit) -> None:
+    """Called with every heartbeat while a cell runs."""
+    address = _watch["address"]
+    if address is None:
+        return
+    if reachable(*address):
+        _watch["unreachable_since"] = None
+        return
+    since = _watch["unreachable_since"] = _watch["unreachable_since"] or now()
+    if now() - since >= LIMIT_SECONDS:
+        sys.stderr.write(f"tfdist worker on {socket.gethostname()}: the controller at "
+                         f"{address[0]}:{address[1]} has not answered for "
+                         f"{now() - since:.0f} s; this engine ends\n")
+        sys.stderr.flush()
+        end(3)
