@@ -46,8 +46,9 @@ class CellFault(Exception):
 
     def __init__(self, message: str, *, reason: str, rank: int | None = None,
                  traceback: str = "", retryable: bool = False, all_finished: bool = False,
-                 error_name: str = "", error_value: str = ""):
+                 error_name: str = "", error_value: str = "", lost_hosts: tuple = ()):
         super().__init__(message)
+        self.lost_hosts = lost_hosts      # other hosts whose workers went silent
         self.message = message
         self.reason = reason  # "error", "died", "lost", "controller", "timeout" or "interrupt"
         self.rank = rank
@@ -144,9 +145,11 @@ class CellWatch:
                             f"(no worker heard from for {quiet:.0f} s): it has stopped, or "
                             "its host is cut off", reason="controller")
         names = ", ".join(self._describe(rank) for rank in silent)
+        elsewhere = tuple(dict.fromkeys(self.workers[rank].host for rank in silent
+                                        if not is_this_host(self.workers[rank].host)))
         raise CellFault(f"worker {names} not heard from for {quiet:.0f} s: its host may be down "
                         "or cut off from this one", reason="lost", rank=silent[0],
-                        retryable=True)
+                        retryable=not elsewhere, lost_hosts=elsewhere)
 
     def _describe(self, rank: int) -> str:
         worker = self.workers[rank]

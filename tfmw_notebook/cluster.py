@@ -272,6 +272,11 @@ class TFCluster:
         self.restarts += 1
         self.last_restart_seconds = time.perf_counter() - began
 
+    def stop_workers(self) -> None:
+        """Kill the workers and leave none: `restart` brings the group back later."""
+        workers, self.workers = self.workers, []
+        self._group.kill({w.engine_id: (w.host, w.pid) for w in workers})
+
     def forget_state(self) -> None:
         """No restore will need the end-of-fit snapshots any more: remove them."""
         self.kept.forget()

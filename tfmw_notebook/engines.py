@@ -224,7 +224,19 @@ class EngineGroup:
             _log.warning("could not signal engines %s through their nanny: %r", registered, exc)
 
     def can_restart(self) -> bool:
+        if self.cluster is not None and not self.cluster.engines:
+            self._reload_cluster()
         return self.cluster is not None and bool(self.cluster.engines)
+
+    def _reload_cluster(self) -> None:
+        # Attached while `ipcluster start` was still launching: its cluster file names
+        # the engine launcher only once the engines are started.
+        try:
+            # With its profile, so the launcher gets the profile's settings (SSH options).
+            self.cluster = ipp.Cluster.from_file(profile_dir=self.cluster.profile_dir,
+                                                 cluster_id=self.cluster.cluster_id)
+        except (OSError, ValueError) as exc:
+            _log.warning("could not read %s again: %r", self.cluster.cluster_file, exc)
 
     def restart(self, n: int, *, timeout: float, hosts: list[str] = ()) -> list[int]:
         """Fresh engine processes, same count; returns their ids.
@@ -234,12 +246,19 @@ class EngineGroup:
         """
         if not self.can_restart():
             raise ClusterSetupError(
-                "the engines of this attached cluster cannot be restarted from here (attached "
-                f"by connection file, no launcher known): {self._bring_back(hosts)}")
+                "the engines of this attached cluster cannot be restarted from here (no "
+                f"launcher known): {self._bring_back(hosts)}")
         self._retired.update(self.ids)
         deadline = time.monotonic() + timeout
-        self.cluster.stop_engines_sync()
-        self.cluster.start_engines_sync(n, **self._engine_kwargs)
+        try:
+            self.cluster.stop_engines_sync()
+            self.cluster.start_engines_sync(n, **self._engine_kwargs)
+        except Exception as exc:  # the launcher's own failure: say whose it is
+            raise ClusterSetupError(
+                f"ipyparallel's {_launcher_name(self.cluster)} could not start engines again "
+                f"({exc!r}): "
+                "start the cluster again (e.g. `ipcluster start`), then `%tfdist attach`"
+            ) from None
         self.ids = self._wait_for_new_engines(n, deadline)
         return self.ids
 
@@ -261,6 +280,11 @@ class EngineGroup:
         if self.owned and self.cluster is not None:
             _quietly(self.cluster.stop_cluster_sync)
         self.ids = []
+
+
+def _launcher_name(cluster: ipp.Cluster) -> str:
+    launcher = cluster.engine_launcher_class
+    return getattr(launcher, "__name__", str(launcher))
 
 
 def _connect(connect, where: str) -> ipp.Client:

@@ -40,6 +40,7 @@ class WorkerGroup(Protocol):
                  stdout: Any = None, stderr: Any = None, on_data: Any = None) -> RunResult: ...
     def push(self, namespace: dict[str, Any]) -> None: ...
     def replace_workers(self) -> None: ...
+    def stop_workers(self) -> None: ...
     def forget_state(self) -> None: ...
 
 
@@ -58,6 +59,15 @@ class Recovery:
             return WorkerFailed(f"{fault.message}. Start the controller and engines again, "
                                 "then `%tfdist attach` (or `%tfdist stop` and `%tfdist start` "
                                 "for a cluster tfdist started)", **details)
+        if fault.lost_hosts:
+            # A host that cannot be reached cannot get new engines now: stop, and say when
+            # to restart, rather than wait for launchers that cannot get through.
+            self.cluster.stop_workers()
+            hosts = ", ".join(fault.lost_hosts)
+            return WorkerFailed(f"{fault.message}. Every worker was stopped; when {hosts} can "
+                                "be reached again, run `%tfdist restart` (fresh workers; engines "
+                                "started by hand: start them there again, then `%tfdist "
+                                "attach`)", **details)
         why_restart = ""
         if fault.all_finished and not fault.retryable:
             why_restart = self.why_not_keep()

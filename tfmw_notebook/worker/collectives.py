@@ -61,4 +61,11 @@ def sum_across(value: float, timeout_seconds: float = 60.0) -> float:
         return context.all_reduce(tf.distribute.ReduceOp.SUM, tf.constant(value, tf.float32),
                                   options=options)
 
-    return float(strategy.experimental_local_results(strategy.run(replica_sum))[0])
+    # Run eagerly, TF warns of the overhead of eager collectives: not news for one number.
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel("ERROR")
+    try:
+        return float(strategy.experimental_local_results(strategy.run(replica_sum))[0])
+    finally:
+        logger.setLevel(level)
