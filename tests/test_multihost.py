@@ -65,25 +65,37 @@ class HandStarted:
     def __init__(self, sim, workdir: str):
         self.sim = sim
         self.profile_dir = os.path.join(workdir, "profile_manual")
+        self.engines: list[subprocess.Popen] = []
+        self.start_controller()
+
+    def start_controller(self) -> None:
+        security = os.path.join(self.profile_dir, "security")
+        for name in ("ipcontroller-client.json", "ipcontroller-engine.json"):
+            if os.path.exists(os.path.join(security, name)):
+                os.remove(os.path.join(security, name))   # a killed one leaves its own
         self.controller = subprocess.Popen(
-            [sys.executable, "-m", "ipyparallel.controller", f"--ip={sim.bridge_address}",
+            [sys.executable, "-m", "ipyparallel.controller", f"--ip={self.sim.bridge_address}",
              f"--profile-dir={self.profile_dir}", "--log-level=ERROR"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)   # its schedulers are child processes: one group
-        security = os.path.join(self.profile_dir, "security")
         self.url_file = os.path.join(security, "ipcontroller-client.json")
         self.engine_file = os.path.join(security, "ipcontroller-engine.json")
         wait_for(lambda: os.path.exists(self.url_file) and os.path.exists(self.engine_file),
                  60, "the controller's connection files")
-        self.engines: list[subprocess.Popen] = []
 
-    def start_engines(self) -> None:
-        for host in self.sim.hosts:
+    def start_engines(self, hide_on_second_host: str | None = None) -> None:
+        """`hide_on_second_host`: a directory the second host's engines see empty (a
+        private tmpfs over it), as a host without the shared disk would."""
+        for index, host in enumerate(self.sim.hosts):
+            command = [sys.executable, "-m", "ipyparallel.engine",
+                       f"--file={self.engine_file}", "--log-level=ERROR"]
+            if index == 1 and hide_on_second_host:
+                command = ["unshare", "--mount", "sh", "-c",
+                           'mount -t tmpfs tmpfs "$0" && exec "$@"', hide_on_second_host,
+                           *command]
             for _ in range(ENGINES_PER_HOST):
-                self.engines.append(self.sim.popen(
-                    host, [sys.executable, "-m", "ipyparallel.engine",
-                           f"--file={self.engine_file}", "--log-level=ERROR"],
-                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                self.engines.append(self.sim.popen(host, command, stdout=subprocess.DEVNULL,
+                                                   stderr=subprocess.DEVNULL))
 
     def kill_controller(self) -> None:
         os.killpg(self.controller.pid, signal.SIGKILL)
@@ -116,7 +128,9 @@ def manual(sim, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    session = KernelSession(cwd=str(tmp_path_factory.mktemp("multihost-kernel")))
+    cwd = str(tmp_path_factory.mktemp("multihost-kernel"))
+    session = KernelSession(cwd=cwd)
+    session.cwd = cwd   # checkpoints go below it
     try:
         session.ok("%load_ext tfmw_notebook", timeout=60)
         yield session
@@ -187,10 +201,32 @@ def test_killed_remote_engine_is_named_with_its_host_and_the_user_told_what_to_r
     # Every old worker was killed (through its nanny), on both hosts.
     wait_for(lambda: not any(host_pids(sim).values()), 15, "no process left on the hosts")
 
-    manual.start_engines()   # what the message said
-    out = kernel.ok(f"%tfdist attach --url-file {manual.url_file} -n 4", timeout=180)
+    # What the message said; this time the second host does not see the notebook's
+    # directory (no shared disk), and the workers advertise their eth0 by name.
+    manual.start_engines(hide_on_second_host=kernel.cwd)
+    out = kernel.ok(f"%tfdist attach --url-file {manual.url_file} -n 4 --interface eth0",
+                    timeout=180)
     assert "4 workers ready" in out.stdout
     assert kernel.ok(REDUCE, timeout=60).results[-1]["text/plain"] == "4.0"
+    rows = status(kernel)
+    assert [row["address"].rsplit(":", 1)[0] for row in rows] == [
+        host.address for host in sim.hosts for _ in range(ENGINES_PER_HOST)]
+
+
+def test_a_host_that_does_not_see_the_checkpoint_directory_is_named(sim, kernel):
+    kernel.ok("%%tfdist --no-checkpoint\n" + QUICK_FIT)
+    out = kernel.execute("%%tfdist\nmodel.fit(dataset, epochs=1, steps_per_epoch=5, verbose=0)",
+                         timeout=120)
+    assert out.status == "error" and out.error["ename"] == "WorkerFailed", out.error_text
+    message = out.error["evalue"]
+    assert "RunDirNotShared" in message and "workers 2, 3 do not see" in message, message
+    assert "--checkpoint-dir" in message and "workers were kept" in message, message
+    second, first = sim.hosts[1].hostname, sim.hosts[0].hostname
+    assert f"on {second} that directory is missing" in out.error_text, out.error_text
+    assert f"the chief's ({first}) checkpoint storage" in out.error_text
+    # Kept: the model is still there, and training without checkpoints goes on.
+    kernel.ok("%%tfdist --no-checkpoint\nmodel.fit(dataset, epochs=1, steps_per_epoch=5, "
+              "verbose=0)", timeout=120)
 
 
 def test_dead_controller_ends_the_cell_and_every_later_call_within_30s(
@@ -226,4 +262,10 @@ def test_dead_controller_ends_the_cell_and_every_later_call_within_30s(
     # a controller again), instead of training on for nobody.
     wait_for(lambda: not any(host_pids(sim).values()), 30, "the engines to end")
     print(f"controller killed -> engines ended: {time.time() - killed['at']:.1f} s")
-    kernel.ok("%tfdist stop", timeout=60)
+
+    # Controller and engines started again, as the message says: attach works again.
+    manual.start_controller()
+    manual.start_engines()
+    out = kernel.ok(f"%tfdist attach --url-file {manual.url_file} -n 4", timeout=180)
+    assert "4 workers ready" in out.stdout
+    assert kernel.ok(REDUCE, timeout=60).results[-1]["text/plain"] == "4.0"

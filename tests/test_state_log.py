@@ -78,3 +78,14 @@ def test_no_hint_when_the_notebook_lacks_the_name_or_the_error_is_another():
     assert missing_name_hint("NameError", "name 'x' is not defined", {}) is None
     assert missing_name_hint("KeyError", "name 'x' is not defined", {"x": 1}) is None
     assert missing_name_hint("NameError", "free variable 'x' referenced", {"x": 1}) is None
+
+
+def test_unshared_directory_hint_names_the_hosts_of_the_workers_that_lack_it():
+    from tfmw_notebook.hints import unshared_hosts_hint
+
+    hosts = ["node1", "node1", "node2", "node2"]
+    value = "workers 2, 3 do not see /data/run-1, where the chief (worker 0) saves checkpoints"
+    hint = unshared_hosts_hint("RunDirNotShared", value, hosts)
+    assert hint.startswith("on node2 that directory is missing") and "(node1)" in hint
+    assert unshared_hosts_hint("ValueError", value, hosts) is None
+    assert unshared_hosts_hint("RunDirNotShared", "something else", hosts) is None

@@ -90,6 +90,10 @@ class TFCluster:
         """Whether stop() ends the engines (we started them) or only lets go of them."""
         return self._group.owned
 
+    def controller_answers(self) -> bool:
+        """Whether the ipyparallel controller still accepts connections."""
+        return self._group.controller_answers()
+
     @property
     def state_log(self):
         return self.kept.log

@@ -7,6 +7,7 @@ import types
 from typing import Any
 
 _UNDEFINED = re.compile(r"name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
+_NOT_SHARED = re.compile(r"workers ([\d, ]+) do not see")
 
 
 def missing_name_hint(error_name: str, error_value: str, notebook: dict[str, Any]) -> str | None:
@@ -25,3 +26,19 @@ def missing_name_hint(error_name: str, error_value: str, notebook: dict[str, Any
                 f"`{line}` to a %%tfdist cell")
     return (f"`{name}` is defined in this notebook but not on the workers: `import` it in a "
             f"%%tfdist cell, or pass `--push {name}`")
+
+
+def unshared_hosts_hint(error_name: str, error_value: str, hosts: list[str]) -> str | None:
+    """For a run directory some workers do not see: the hosts those workers run on
+    (`hosts`: index = rank)."""
+    if error_name != "RunDirNotShared":
+        return None
+    found = _NOT_SHARED.search(error_value or "")
+    if not found:
+        return None
+    ranks = [int(r) for r in found.group(1).split(",") if r.strip().isdigit()]
+    where = sorted({hosts[r] for r in ranks if 0 <= r < len(hosts)})
+    if not where:
+        return None
+    return (f"on {', '.join(where)} that directory is missing or is another disk: mount the "
+            f"chief's ({hosts[0]}) checkpoint storage there at the same path")

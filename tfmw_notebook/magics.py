@@ -18,7 +18,7 @@ from IPython.utils.process import arg_split
 from . import cell_options
 from .cluster import COMMUNICATIONS, RemoteValue, TFCluster
 from .errors import BadArgument, TFDistError, WorkerFailed, remote_summary
-from .hints import missing_name_hint
+from .hints import missing_name_hint, unshared_hosts_hint
 from .limits import DEFAULT_TIMEOUT
 from .session import NotebookSession, active_cluster, current_session
 from .tfconfig import parse_address_map
@@ -206,13 +206,14 @@ class TFDistMagics(Magics):
         print(cluster.describe())
 
     def _attach(self, args):
-        if self.session.cluster is not None and not self.session.cluster.size:
-            # Its workers are gone (an attached cluster after a failure): attach anew.
-            self.session.cluster.stop()
-            self.session.cluster = None
-        self._refuse_second_cluster()
         if args.url_file and (args.profile or args.cluster_id):
             raise UsageError("give either --url-file or --profile/--cluster-id, not both")
+        old = self.session.cluster
+        if old is not None and (not old.size or not old.controller_answers()):
+            # Its workers or its controller are gone (after a failure): attach anew.
+            old.stop()
+            self.session.cluster = None
+        self._refuse_second_cluster()
         cluster = self._guarded(lambda: TFCluster.attach(
             profile=args.profile, cluster_id=args.cluster_id, url_file=args.url_file,
             n=args.workers, timeout=args.timeout, communication=args.communication,
@@ -313,7 +314,9 @@ class TFDistMagics(Magics):
                 on_data=live.on_data if live is not None else None))
             session.resume_next = None
         except WorkerFailed as failure:
-            hint = missing_name_hint(failure.error_name, failure.error_value, self.shell.user_ns)
+            hint = (missing_name_hint(failure.error_name, failure.error_value, self.shell.user_ns)
+                    or unshared_hosts_hint(failure.error_name, failure.error_value,
+                                           [w.host for w in cluster.workers]))
             if hint:
                 failure.add_hint(hint)
             raise

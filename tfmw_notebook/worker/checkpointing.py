@@ -12,7 +12,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import time
 import uuid
 
@@ -109,7 +108,8 @@ def check_shared(run_dir: str, *, rank: int, world_size: int) -> None:
 
     The chief leaves a marker with a random name and announces the name in an
     all-reduce (which also makes the others wait until it is written); a second
-    all-reduce counts the workers that see it. Every worker raises, or none.
+    all-reduce tells every worker which ranks do not see it. Every worker raises the
+    same error, or none does.
     """
     if world_size < 2 or run_dir in _shared_dirs:
         return
@@ -124,19 +124,20 @@ def check_shared(run_dir: str, *, rank: int, world_size: int) -> None:
             pass
     token = int(collectives.sum_across(float(token)))
     seen = rank == 0 or os.path.exists(os.path.join(run_dir, f".tfmw-shared-check-{token}"))
-    seeing = int(collectives.sum_across(1.0 if seen else 0.0))
+    # Which ranks do not see it: one bit each (exact in float32 for up to 24 workers).
+    by_bits = world_size <= 24
+    missing = int(collectives.sum_across(0.0 if seen else float(1 << rank if by_bits else 1)))
     if marker is not None:
         os.remove(marker)
-    if seeing == world_size:
+    if not missing:
         _shared_dirs.add(run_dir)
         return
-    fix = ("put checkpoints on storage every host mounts at the same path "
-           "(`--checkpoint-dir /shared/path`), or pass --no-checkpoint")
-    if not seen:
-        raise RunDirNotShared(f"worker {rank} on {socket.gethostname()} does not see {run_dir}, "
-                              f"where the chief saves checkpoints: {fix}")
-    raise RunDirNotShared(f"{world_size - seeing} of {world_size} workers do not see {run_dir}, "
-                          f"where the chief saves checkpoints: {fix}")
+    who = (", ".join(str(r) for r in range(world_size) if missing >> r & 1) if by_bits
+           else f"{missing} of {world_size}")
+    raise RunDirNotShared(
+        f"workers {who} do not see {run_dir}, where the chief (worker 0) saves checkpoints "
+        "(`%tfdist status` shows their hosts): put checkpoints on storage every host mounts "
+        "at the same path (`--checkpoint-dir /shared/path`), or pass --no-checkpoint")
 
 
 def saver_class():
