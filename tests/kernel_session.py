@@ -100,6 +100,20 @@ class KernelSession:
 
 
 @contextmanager
+def kernel_with_extension(cwd: str):
+    """A kernel in `cwd` with the magics loaded, for a cluster the test attaches to;
+    `%tfdist stop` and shut down afterwards. `session.cwd` is `cwd`."""
+    session = KernelSession(cwd=cwd)
+    session.cwd = cwd
+    try:
+        session.ok("%load_ext tfmw_notebook", timeout=60)
+        yield session
+        session.execute("%tfdist stop", timeout=60)
+    finally:
+        session.shutdown()
+
+
+@contextmanager
 def kernel_with_cluster(cwd: str, workers: int = 2):
     """A kernel in `cwd` (fit() saves checkpoints there) with a started cluster;
     stopped and shut down afterwards."""

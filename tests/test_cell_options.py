@@ -108,3 +108,13 @@ def test_api_users_build_the_same_options_as_the_magic(tmp_path):
     assert options == CellOptions(report=True, quiet_progress=True,
                                   checkpoint=CheckpointPolicy(run_dir=run_dir, every=3,
                                                               keep_last=2))
+
+
+def test_ipython_syntax_is_transformed_and_its_magics_named():
+    from tfmw_notebook.cell_syntax import magics_called, python_source
+
+    source = python_source("!ls /tmp\n%time y = 1\nx = 2\n")
+    assert "get_ipython().system('ls /tmp')" in source
+    assert magics_called(source) == ["%time"]
+    assert magics_called(python_source("%%time\nx = 1\n")) == ["%%time"]
+    assert magics_called(python_source("x = 1\n")) == []

@@ -186,3 +186,54 @@ def test_timeout_stops_every_worker_and_says_so(kernel):
     assert "--timeout 3" in out.error["evalue"]
     assert wait_until_gone(old, 5) == []
     assert_cluster_works(kernel)
+
+
+def test_a_worker_stuck_in_its_own_code_is_named_and_stall_timeout_stops_the_cell(kernel,
+                                                                                   tmp_path):
+    marker = str(tmp_path / "stuck")
+    kernel.ok("%%tfdist\n" + MNIST_SETUP)
+    _, old = worker_processes(kernel)
+    code = FIT_WITH_FAULT.format(rank=1, batch=5, marker=marker, epochs=3,
+                                 action="time.sleep(60)")
+    out = kernel.execute("%%tfdist --stall-warning 3 --stall-timeout 10\n" + code, timeout=240)
+    stuck_at = float(open(marker).read())
+
+    warned = first_stream_time(out, "has made no progress")
+    assert warned is not None, out.stderr
+    assert "worker 1 (pid" in out.stderr and "in on_train_batch_end" in out.stderr, out.stderr
+    assert 3.0 <= warned - stuck_at <= 8.0, warned - stuck_at
+    assert out.status == "error" and out.error["ename"] == "WorkerFailed"
+    assert "--stall-timeout 10" in out.error["evalue"] and "worker 1" in out.error["evalue"]
+    ended = first_stream_time(out, "restarting the workers")
+    assert ended is not None and ended - stuck_at <= 15.0, ended - stuck_at
+    print(f"stuck -> warning {warned - stuck_at:.1f} s, -> cell stopped {ended - stuck_at:.1f} s")
+    assert wait_until_gone(old, 5) == []
+    assert_cluster_works(kernel)
+
+
+SLOW_TRACE = '''
+class SlowToTrace(tf.keras.layers.Layer):
+    def call(self, x):
+        for _ in range(4000):          # unrolled into the graph: a trace of several seconds
+            x = x * 1.0 + 0.0
+        return x
+
+with strategy.scope():
+    slow = tf.keras.Sequential([tf.keras.layers.Input((8,)), SlowToTrace(),
+                                tf.keras.layers.Dense(1)])
+    slow.compile(optimizer="sgd", loss="mse")
+data = tf.data.Dataset.from_tensor_slices((tf.ones((64, 8)), tf.ones((64, 1)))).repeat().batch(8)
+import time
+began = time.perf_counter()
+slow.fit(data, epochs=1, steps_per_epoch=2, verbose=0)
+time.perf_counter() - began
+'''
+
+
+def test_a_slow_first_step_is_not_a_stall(kernel):
+    """Tracing runs the user's layer code, but mostly inside TensorFlow: no warning."""
+    out = kernel.ok("%%tfdist --stall-warning 2\n" + SLOW_TRACE, timeout=240)
+    seconds = float(out.results[-1]["text/plain"])
+    assert seconds > 4.0, seconds      # long enough that a naive watch would have warned
+    assert "has made no progress" not in out.stderr, out.stderr
+    print(f"slow first step {seconds:.1f} s, no stall warning")

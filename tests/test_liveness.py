@@ -78,3 +78,43 @@ def test_no_watch_when_the_controller_was_never_reachable_from_the_worker():
     ended = []
     controller_watch.check(end=ended.append)
     assert ended == []
+
+
+def test_a_rank_in_its_own_code_without_progress_is_stalled_while_another_waits():
+    from tfmw_notebook.events import FRAMEWORK, WHERE_KEY
+    from tfmw_notebook.liveness import StallWatch
+
+    clock = Clock()
+    watch = StallWatch(2, clock=clock)
+    stuck = {ALIVE_KEY: 1, WHERE_KEY: "<tfdist-cell-3>:5 in on_train_batch_end"}
+    waiting = {ALIVE_KEY: 1, WHERE_KEY: FRAMEWORK}
+    for second in range(10):
+        clock.now += 1
+        watch.see(0, dict(waiting, **{ALIVE_KEY: second}), output_size=10)
+        watch.see(1, dict(stuck, **{ALIVE_KEY: second}), output_size=5)
+    # The first sight of rank 1 counts as progress; 9 s in its own code since.
+    assert watch.stalled([0, 1], after=8.0) == [(1, 9.0, stuck[WHERE_KEY])]
+    assert watch.stalled([0, 1], after=10.0) == []
+    # Output from rank 1 is progress: the clock starts again.
+    watch.see(1, stuck, output_size=6)
+    assert watch.stalled([0, 1], after=1.0) == []
+
+
+def test_nobody_is_stalled_when_no_rank_waits_in_the_framework():
+    from tfmw_notebook.events import WHERE_KEY
+    from tfmw_notebook.liveness import StallWatch
+
+    clock = Clock()
+    watch = StallWatch(2, clock=clock)
+    for rank in (0, 1):   # every rank in its own code (say, preparing data): no one waits
+        watch.see(rank, {WHERE_KEY: "<tfdist-cell-1>:2 in <module>"}, output_size=0)
+    clock.now += 100
+    assert watch.stalled([0, 1], after=1.0) == []
+
+
+def test_stall_limits_are_checked_where_made():
+    from tfmw_notebook.run_options import StallLimits
+
+    assert StallLimits().warning == 60.0 and StallLimits().timeout is None
+    with pytest.raises(ValueError, match="Invalid value for argument `timeout`"):
+        StallLimits(timeout=0)

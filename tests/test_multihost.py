@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from kernel_session import KernelSession
+from kernel_session import kernel_with_extension
 from sim_hosts import sim_hosts_or_skip
 
 pytestmark = pytest.mark.timeout(300)
@@ -128,15 +128,8 @@ def manual(sim, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    cwd = str(tmp_path_factory.mktemp("multihost-kernel"))
-    session = KernelSession(cwd=cwd)
-    session.cwd = cwd   # checkpoints go below it
-    try:
-        session.ok("%load_ext tfmw_notebook", timeout=60)
+    with kernel_with_extension(str(tmp_path_factory.mktemp("multihost-kernel"))) as session:
         yield session
-        session.execute("%tfdist stop", timeout=60)
-    finally:
-        session.shutdown()
 
 
 def status(kernel) -> list[dict]:

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kernel_session import KernelSession
+from kernel_session import kernel_with_extension
 from sim_hosts import sim_hosts_or_skip
 from sim_ssh import SshHosts, ensure_openssh, write_ssh_profile
 from test_multihost import FIT_WITH_MARKER, QUICK_FIT, REDUCE, host_pids, status, wait_for
@@ -80,13 +80,8 @@ def ipcluster(sim, ssh, ipython_dir):
 
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory, ipcluster):
-    session = KernelSession(cwd=str(tmp_path_factory.mktemp("ssh-kernel")))
-    try:
-        session.ok("%load_ext tfmw_notebook", timeout=60)
+    with kernel_with_extension(str(tmp_path_factory.mktemp("ssh-kernel"))) as session:
         yield session
-        session.execute("%tfdist stop", timeout=60)
-    finally:
-        session.shutdown()
 
 
 def engine_pids(sim) -> set[int]:

@@ -89,3 +89,22 @@ def test_status_lists_every_worker(tf_kernel):
     assert lines[0].split()[:2] == ["rank", "host"]
     assert [line.split()[0] for line in lines[1:]] == ["0", "1"]
     assert all(" yes " in line for line in lines[1:])
+
+
+def test_ipython_syntax_runs_on_every_worker(tf_kernel):
+    """Shell lines and magics run through each worker's IPython, as with %px."""
+    out = tf_kernel.ok("%%tfdist --all-output\n!echo shell-on-$((40 + 2))\n"
+                       "%time shell_y = 20 + 1\nshell_y * 2")
+    assert out.stdout.count("shell-on-42") == 2, out.stdout   # every worker ran it
+    assert out.results[-1]["text/plain"] == "42"
+    assert "Wall time" in out.stdout + out.stderr             # %time's own report
+    assert per_worker(tf_kernel, "shell_y") == [21, 21]
+
+
+def test_a_magic_the_workers_lack_is_refused_before_anything_runs(tf_kernel):
+    tf_kernel.ok("%%tfdist\nmagic_marker = 'before'")
+    out = tf_kernel.execute("%%tfdist\nmagic_marker = 'after'\n%tfdist status")
+    assert out.status == "error" and out.error["ename"] == "UsageError", out.error_text
+    assert "`%tfdist` is a magic of this notebook, not of the workers" in out.error["evalue"]
+    assert "nothing was sent to the workers" in out.error["evalue"]
+    assert tf_kernel.ok("%%tfdist\nmagic_marker").results[-1]["text/plain"] == "'before'"

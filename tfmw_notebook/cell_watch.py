@@ -16,9 +16,9 @@ from typing import Callable
 from .engines import EngineGroup, is_this_host, pid_alive
 from .errors import is_engine_death, prefixed, remote_summary, remote_traceback
 from .limits import POLL_SECONDS, SILENCE_SECONDS
-from .liveness import SilenceWatch
+from .liveness import SilenceWatch, StallWatch
 from .output import OutputRelay
-from .run_options import CellOptions, FitState
+from .run_options import CellOptions, FitState, StallLimits
 from .tfconfig import EngineReport
 from .worker.calls import call
 
@@ -69,7 +69,11 @@ class CellWatch:
     relay: OutputRelay
     on_data: Callable[[int, dict], None] | None = None
     silence: float = SILENCE_SECONDS
+    stall: StallLimits = field(default_factory=StallLimits)
+    on_stall: Callable[[int, float, str], None] | None = None
     _silence: SilenceWatch = field(init=False, repr=False)
+    _stalls: StallWatch = field(init=False, repr=False)
+    _warned: set = field(init=False, repr=False)
 
     def run(self, source: str, *, options: CellOptions, state: FitState, want_display: bool,
             timeout: float | None) -> RunResult:
@@ -95,10 +99,12 @@ class CellWatch:
         """
         first_error, grace_ends = None, None
         self._silence = SilenceWatch(len(futures), self.silence)
+        self._stalls, self._warned = StallWatch(len(futures)), set()
         try:
             while True:
                 self._take_in(futures)
                 self._check_heard_from(futures)
+                self._check_stalls(futures)
                 if first_error is None:
                     failed = next((r for r, f in enumerate(futures)
                                    if f.done() and f.exception()), None)
@@ -128,6 +134,7 @@ class CellWatch:
                         len(futures))
         for rank, future in enumerate(futures):
             self._silence.see(rank, future.data)
+            self._stalls.see(rank, future.data, len(future.stdout or "") + len(future.stderr or ""))
             if self.on_data is not None:
                 self.on_data(rank, future.data)
 
@@ -150,6 +157,31 @@ class CellWatch:
         raise CellFault(f"worker {names} not heard from for {quiet:.0f} s: its host may be down "
                         "or cut off from this one", reason="lost", rank=silent[0],
                         retryable=not elsewhere, lost_hosts=elsewhere)
+
+    def _check_stalls(self, futures) -> None:
+        """Name a rank stuck in its own code while others wait (--stall-warning), and end
+        the cell like a timeout when it stays stuck (--stall-timeout)."""
+        limits = self.stall
+        thresholds = [t for t in (limits.warning, limits.timeout) if t is not None]
+        if not thresholds:
+            return
+        running = [rank for rank, future in enumerate(futures) if not future.done()]
+        for rank, seconds, where in self._stalls.stalled(running, min(thresholds)):
+            if limits.timeout is not None and seconds >= limits.timeout:
+                raise CellFault(
+                    f"worker {self._describe(rank)} made no progress for {seconds:.0f} s, stuck "
+                    f"in its own code at {where} while the others waited (--stall-timeout "
+                    f"{limits.timeout:g}); every worker was stopped", reason="timeout",
+                    rank=rank)
+            if limits.warning is not None and seconds >= limits.warning:
+                if rank not in self._warned:
+                    self._warned.add(rank)
+                    sys.stderr.write(f"tfdist: worker {self._describe(rank)} has made no "
+                                     f"progress for {seconds:.0f} s, in its own code at "
+                                     f"{where}, while the others wait for it\n")
+                    sys.stderr.flush()
+                if self.on_stall is not None:
+                    self.on_stall(rank, seconds, where)
 
     def _describe(self, rank: int) -> str:
         worker = self.workers[rank]

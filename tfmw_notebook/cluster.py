@@ -12,13 +12,14 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from .cell_syntax import python_source
 from .cell_watch import CellFault, CellWatch, RunResult, dead_ranks
 from .engines import EngineGroup, is_this_host, pid_alive
 from .errors import BadArgument, NoClusterError
 from .limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
 from .output import OutputRelay
 from .recovery import Recovery, notice
-from .run_options import CellOptions, FitState
+from .run_options import CellOptions, FitState, StallLimits
 from .state_log import KeptState, RestoreReport, merge_fit_records
 from .tfconfig import EngineReport, launch_environment, local_ranks
 from .worker_setup import Addressing, call_each, make_workers
@@ -164,8 +165,9 @@ class TFCluster:
     def run(self, source: str, *, timeout: float | None = None, all_output: bool = False,
             want_display: bool = True, stdout=None, stderr=None,
             options: CellOptions | None = None, max_restarts: int = 0,
-            restore: bool | None = None,
-            on_data: Callable[[int, dict], None] | None = None) -> RunResult:
+            restore: bool | None = None, stall: StallLimits | None = None,
+            on_data: Callable[[int, dict], None] | None = None,
+            on_stall: Callable[[int, float, str], None] | None = None) -> RunResult:
         """Run `source` on every worker inside the shared strategy's scope.
 
         `options` say what the cell's Keras calls get (run_options.py); with
@@ -178,7 +180,7 @@ class TFCluster:
         """
         options = _checked_run_arguments(options, max_restarts)
         self._require_workers()
-        compile(source, "<tfdist cell>", "exec")  # callers compile first; cheap guard
+        _check_source(source)
         restore = self.restore_state if restore is None else restore
         restarts = 0
         while True:
@@ -186,7 +188,7 @@ class TFCluster:
                 result = self.run_once(source, options=options, state=self.kept.next_cell(),
                                        want_display=want_display, timeout=timeout,
                                        all_output=all_output, stdout=stdout, stderr=stderr,
-                                       on_data=on_data)
+                                       on_data=on_data, stall=stall, on_stall=on_stall)
             except CellFault as fault:
                 # --max-restarts needs the earlier cells' names to run this one again.
                 failure = Recovery(self).recover(fault, replay=restore or max_restarts > 0)
@@ -201,11 +203,12 @@ class TFCluster:
 
     def run_once(self, source: str, *, options: CellOptions, state: FitState,
                  want_display: bool, timeout: float | None, all_output: bool = False,
-                 stdout=None, stderr=None, on_data=None) -> RunResult:
+                 stdout=None, stderr=None, on_data=None, stall: StallLimits | None = None,
+                 on_stall=None) -> RunResult:
         """One attempt of a cell: its result, or CellFault (no recovery here)."""
         relay = OutputRelay(self.size, all_output=all_output, stdout=stdout, stderr=stderr)
         watch = CellWatch(self._group, self.workers, self.error_grace, relay, on_data,
-                          silence=self.silence)
+                          silence=self.silence, stall=stall or StallLimits(), on_stall=on_stall)
         self._running = source.strip().splitlines()[0][:60] if source.strip() else ""
         try:
             return watch.run(source, options=options, state=state, want_display=want_display,
@@ -226,6 +229,12 @@ class TFCluster:
         self._require_workers()
         return self.call_each([self.workers[0].engine_id], "tfmw_notebook.worker.cell",
                               "missing_names", [(list(names),)], what="lookup")[0]
+
+    def missing_magics(self, names: list[str]) -> list[str]:
+        """Of '%name' / '%%name', the magics the workers' IPython lacks (asks the chief)."""
+        self._require_workers()
+        return self.call_each([self.workers[0].engine_id], "tfmw_notebook.worker.cell",
+                              "missing_magics", [(list(names),)], what="lookup")[0]
 
     def pull(self, names: list[str], rank: int = 0) -> dict[str, Any]:
         """Copy variables from one worker (the chief by default)."""
@@ -320,6 +329,17 @@ class TFCluster:
             raise NoClusterError(f"the ipyparallel controller at {host}:{port} does not answer: "
                                  "start it and its engines again, then `%tfdist attach` (or "
                                  "`%tfdist stop` and `%tfdist start`)")
+
+
+def _check_source(source: str) -> None:
+    """Refuse what cannot run on the workers before sending anything (IPython syntax,
+    such as `!ls` or `%time`, is fine: workers run cells through IPython)."""
+    try:
+        compile(python_source(source), "<tfdist cell>", "exec")
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}" if exc.lineno else "the cell"
+        raise BadArgument(f"SyntaxError at {where} ({exc.msg}); nothing was sent to the "
+                          "workers") from None
 
 
 def _checked_run_arguments(options, max_restarts) -> CellOptions:

@@ -252,6 +252,11 @@ class EngineGroup:
         deadline = time.monotonic() + timeout
         try:
             self.cluster.stop_engines_sync()
+        except Exception as exc:
+            # The engines were killed already (through their nannies); a launcher that
+            # then fails to signal them (SSH: "no such process") has nothing left to stop.
+            _log.warning("stopping the old engines through the launcher: %r", exc)
+        try:
             self.cluster.start_engines_sync(n, **self._engine_kwargs)
         except Exception as exc:  # the launcher's own failure: say whose it is
             raise ClusterSetupError(

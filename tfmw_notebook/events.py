@@ -24,7 +24,10 @@ list of events; `new_events` on the client takes the keys it has not read yet, i
 
 Liveness: while a cell runs, each worker also publishes ALIVE_KEY = a count that
 grows every HEARTBEAT_SECONDS, so the notebook can tell a worker that went silent
-(a host down or cut off) from one that is merely slow.
+(a host down or cut off) from one that is merely slow. Each beat also says where the
+worker's main thread is (WHERE_KEY): inside TensorFlow/Keras (FRAMEWORK) or at a line
+of the user's own code, so a worker stuck in its own code can be told from the others
+waiting for it in a collective.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
 DROPPED = "dropped"
 
 ALIVE_KEY = "tfmw-alive"
+WHERE_KEY = "tfmw-where"        # with each beat: FRAMEWORK, or where in the user's code
+FRAMEWORK = "framework"
 HEARTBEAT_SECONDS = 1.0
 
 EVENTS_KEY_PREFIX = "tfmw-events-"

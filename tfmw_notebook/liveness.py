@@ -1,8 +1,13 @@
-"""Which workers have gone silent while a cell runs (pure; fed the published data).
+"""Which workers have gone silent, or stalled, while a cell runs (pure; fed the
+published data).
 
 Each worker's heartbeat (worker/heartbeat.py) is a count that grows every second.
 A rank whose count has not moved for `silence` seconds is taken to be lost: its
 host down, or cut off from this one. Ranks that finished the cell are not watched.
+
+A stalled rank still beats, but makes no progress (no event, no output) while its
+main thread sits in its own code and some other rank waits inside TensorFlow:
+a deadlock, a sleep or an endless loop in one rank's code.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Mapping
 
-from .events import ALIVE_KEY
+from .events import ALIVE_KEY, FRAMEWORK, WHERE_KEY
 
 
 class SilenceWatch:
@@ -35,3 +40,34 @@ class SilenceWatch:
     def silent(self, running: list[int]) -> list[int]:
         """The running ranks not heard from for `silence` seconds."""
         return [rank for rank in running if self.quiet_for(rank) >= self.silence]
+
+
+class StallWatch:
+    """Since when each rank has made no progress while in its own code."""
+
+    def __init__(self, size: int, clock: Callable[[], float] = time.monotonic):
+        self._clock = clock
+        now = clock()
+        self._since = [now] * size
+        self._where: list[str | None] = [None] * size
+        self._progress: list[Any] = [None] * size
+
+    def see(self, rank: int, data: Mapping | None, output_size: int) -> None:
+        """`data`: the rank's published data; `output_size`: characters it printed."""
+        data = data or {}
+        where = data.get(WHERE_KEY)
+        progress = (len(data), output_size)   # a new publish adds a key
+        if progress != self._progress[rank] or where in (None, FRAMEWORK):
+            self._since[rank] = self._clock()
+        self._progress[rank] = progress
+        self._where[rank] = where
+
+    def stalled(self, running: list[int], after: float) -> list[tuple[int, float, str]]:
+        """(rank, seconds, where) of running ranks stalled for `after` seconds or more,
+        while another running rank waits in the framework."""
+        if not any(self._where[rank] == FRAMEWORK for rank in running):
+            return []
+        now = self._clock()
+        return [(rank, now - self._since[rank], self._where[rank]) for rank in running
+                if self._where[rank] not in (None, FRAMEWORK)
+                and now - self._since[rank] >= after]

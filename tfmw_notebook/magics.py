@@ -16,10 +16,12 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split
 
 from . import cell_options
+from .cell_syntax import magics_called
 from .cluster import COMMUNICATIONS, RemoteValue, TFCluster
 from .errors import BadArgument, TFDistError, WorkerFailed, remote_summary
 from .hints import missing_name_hint, unshared_hosts_hint
 from .limits import DEFAULT_TIMEOUT
+from .run_options import StallLimits
 from .session import NotebookSession, active_cluster, current_session
 from .tfconfig import parse_address_map
 
@@ -133,6 +135,11 @@ def _cell_parser() -> _Parser:
                         help="copy NAME from the chief into the notebook afterwards")
     parser.add_argument("--push", nargs="+", action="extend", default=[], metavar="NAME",
                         help="send notebook variable NAME to every worker first")
+    parser.add_argument("--stall-warning", type=_seconds, default=60.0, metavar="S",
+                        help="name a worker stuck in its own code for S s while the others "
+                             "wait (default 60)")
+    parser.add_argument("--stall-timeout", type=_seconds, default=None, metavar="S",
+                        help="stop the cell (like --timeout) when a worker is stuck that long")
     parser.add_argument("--all-output", action="store_true",
                         help="show every worker's stdout (default: the chief's only)")
     parser.add_argument("--no-dashboard", action="store_true",
@@ -292,6 +299,7 @@ class TFDistMagics(Magics):
                              "worker below the %%tfdist line")
         cluster = self._require_cluster()
         self._check_syntax(cell)
+        self._check_magics(cluster, cell)
         pushed = self._collect_push(args.push)
         if pushed:
             self._guarded(lambda: cluster.push(pushed))
@@ -311,7 +319,9 @@ class TFDistMagics(Magics):
             result = self._guarded(lambda: cluster.run(
                 cell, timeout=args.timeout, all_output=args.all_output, options=options,
                 max_restarts=args.max_restarts, restore=False if args.no_restore else None,
-                on_data=live.on_data if live is not None else None))
+                stall=StallLimits(args.stall_warning, args.stall_timeout),
+                on_data=live.on_data if live is not None else None,
+                on_stall=live.on_stall if live is not None else None))
             session.resume_next = None
         except WorkerFailed as failure:
             hint = (missing_name_hint(failure.error_name, failure.error_value, self.shell.user_ns)
@@ -342,6 +352,17 @@ class TFDistMagics(Magics):
             text = f": {exc.text.strip()}" if exc.text and exc.text.strip() else ""
             raise UsageError(f"SyntaxError at {where} ({exc.msg}){text}; "
                              "nothing was sent to the workers") from None
+
+    def _check_magics(self, cluster: TFCluster, cell: str) -> None:
+        called = magics_called(self.shell.transform_cell(cell))
+        if not called:
+            return
+        missing = self._guarded(lambda: cluster.missing_magics(called))
+        if missing:
+            names = ", ".join(f"`{name}`" for name in missing)
+            raise UsageError(f"{names} {'is' if len(missing) == 1 else 'are'} a magic of this "
+                             "notebook, not of the workers: run it in a cell without %%tfdist; "
+                             "nothing was sent to the workers")
 
     def _collect_push(self, names: list[str]) -> dict:
         from ipyparallel.serialize import serialize_object

@@ -76,6 +76,7 @@ class MetricsStore:
             return
         self._note_values(logged, time, worker.progress.rank)
         worker.progress.last_event_time = time
+        worker.progress.stalled = None
         self._first_time = time if self._first_time is None else min(self._first_time, time)
         self._last_time = time if self._last_time is None else max(self._last_time, time)
 

@@ -101,6 +101,23 @@ class CellOptions:
 
 
 @dataclass(frozen=True)
+class StallLimits:
+    """A worker stuck in its own code while the others wait for it: after `warning`
+    seconds the notebook says which one and where; after `timeout` (if set) the cell
+    fails like a timeout. None turns either off. Watched on the notebook side."""
+
+    warning: float | None = 60.0
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("warning", "timeout"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool)
+                                      or not isinstance(value, (int, float)) or value <= 0):
+                raise _invalid(name, value, "seconds > 0 or None")
+
+
+@dataclass(frozen=True)
 class FitState:
     """The cluster's own instructions about end-of-fit state (not a user option).
 

@@ -36,6 +36,7 @@ class WorkerProgress:
     started_at: float | None = None
     last_event_time: float | None = None
     finished: bool = False
+    stalled: str | None = None        # set by the notebook's stall watch, cleared by events
 
     @property
     def fraction(self) -> float | None:

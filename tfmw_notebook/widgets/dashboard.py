@@ -55,6 +55,8 @@ def progress_text(progress: WorkerProgress, behind: bool = False) -> str:
     text = f"worker {progress.rank}: {where}"
     if progress.finished:
         return text + " · done"
+    if progress.stalled:
+        return text + f" · {progress.stalled}"
     if progress.steps_per_second:
         text += f" · {progress.steps_per_second:.1f} steps/s"
     if progress.eta_seconds is not None:

@@ -35,6 +35,13 @@ class LiveRun:
             self._view.refresh()  # a throttled redraw catches up once events stop
             self._last_refresh = time.monotonic()
 
+    def on_stall(self, rank: int, seconds: float, where: str) -> None:
+        """A worker stuck in its own code: its progress row says so until it moves."""
+        if rank in self.store.ranks:
+            self.store.progress(rank).stalled = f"no progress for {seconds:.0f} s, at {where}"
+            if self._view is not None:
+                self._view.refresh()
+
     def finish(self) -> None:
         """Leave the curves as a PNG (no widget state needed to see them) and a summary."""
         if self._view is None:

@@ -61,3 +61,17 @@ def missing_names(names: list[str]) -> list[str]:
 
     namespace = get_ipython().user_ns
     return [name for name in names if name not in namespace]
+
+
+def missing_magics(names: list[str]) -> list[str]:
+    """Of '%name' / '%%name', those this worker's IPython does not have."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    missing = []
+    for name in names:
+        cell = name.startswith("%%")
+        found = (shell.find_cell_magic if cell else shell.find_line_magic)(name.lstrip("%"))
+        if found is None:
+            missing.append(name)
+    return missing

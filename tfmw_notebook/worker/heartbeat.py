@@ -13,7 +13,8 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable
 
-from ..events import ALIVE_KEY, HEARTBEAT_SECONDS
+from ..events import ALIVE_KEY, HEARTBEAT_SECONDS, WHERE_KEY
+from .whereabouts import main_thread_whereabouts
 
 
 class Heartbeat:
@@ -48,7 +49,7 @@ class Heartbeat:
     def _beat(self) -> None:
         self.beats += 1
         try:
-            self._publish({ALIVE_KEY: self.beats})
+            self._publish({ALIVE_KEY: self.beats, WHERE_KEY: main_thread_whereabouts()})
         except Exception:  # a lost beat only makes the notebook look sooner
             pass
 

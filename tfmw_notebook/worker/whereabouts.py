@@ -1,0 +1,36 @@
+"""Where a worker's main thread is: in the framework (TensorFlow, Keras, this package)
+or in the user's own code. Sampled by the heartbeat thread.
+
+A worker stuck in its own code (a deadlock, a sleep, an endless loop) while the
+others wait in a collective looks, from outside, like every worker waiting. The
+innermost frame that is not the standard library tells them apart: a training
+step, a trace or a collective is inside TensorFlow; a stuck callback is not.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import threading
+
+from ..events import FRAMEWORK
+
+_FRAMEWORK_PARTS = tuple(f"{os.sep}{name}{os.sep}" for name in (
+    "tensorflow", "tf_keras", "keras", "tfmw_notebook", "ipyparallel", "ipykernel",
+    "IPython", "zmq", "tornado", "traitlets"))
+_STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
+
+
+def main_thread_whereabouts() -> str:
+    """FRAMEWORK, or 'file:line in function' of the user's code the main thread is in."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if filename.startswith(_STDLIB) and "site-packages" not in filename:
+            frame = frame.f_back   # time.sleep's caller, a lock's waiter, ...
+            continue
+        if any(part in filename for part in _FRAMEWORK_PARTS):
+            return FRAMEWORK
+        return f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+    return FRAMEWORK
