@@ -246,3 +246,18 @@ def test_summary_line_of_an_evaluate_only_run():
     line = summary_text({"epochs": 0, "wall_time": 2.0, "final": {}, "workers": 2,
                          "evaluation": {"loss": 0.5, "accuracy": 0.9}})
     assert line.startswith("evaluate · ") and "loss 0.5" in line and "accuracy 0.9" in line
+
+
+def test_a_stalled_worker_row_says_so_until_its_next_event():
+    from tfmw_notebook.widgets.dashboard import progress_text
+    from tfmw_notebook.widgets.live import LiveRun
+
+    run = LiveRun(widgets=False)
+    run.store.feed([{"kind": "train_begin", "rank": 1, "time": 1.0, "epochs": 2, "steps": 10},
+                    {"kind": "batch", "rank": 1, "time": 2.0, "epoch": 0, "step": 4,
+                     "logs": {"loss": 0.5}}])
+    run.on_stall(1, 62.4, "<tfdist-cell-3>:5 in on_train_batch_end")
+    text = progress_text(run.store.progress(1))
+    assert text.endswith("· no progress for 62 s, at <tfdist-cell-3>:5 in on_train_batch_end")
+    run.store.feed({"kind": "batch", "rank": 1, "time": 70.0, "epoch": 0, "step": 5, "logs": {}})
+    assert "no progress" not in progress_text(run.store.progress(1))
