@@ -202,3 +202,61 @@ def test_fresh_kernel_continues_a_run_with_resume_from_latest(tmp_path):
         second.ok("%tfdist stop")
     finally:
         second.shutdown()
+
+
+DISK_FILLER = '''
+import numpy as np
+x = np.random.RandomState(0).uniform(0, 1, (64, 400)).astype("float32")
+data = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).batch(16).repeat()
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Input((400,)), tf.keras.layers.Dense(400),
+                                 tf.keras.layers.Dense(1)])   # ~0.64 MB per checkpoint
+    model.compile(optimizer="sgd", loss="mse")
+'''
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 4 MB tmpfs (root only): a few checkpoints fit, then the disk is full."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a small tmpfs needs root and mount(8)")
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)],
+                   check=True, timeout=30)
+    try:
+        yield str(mount_point)
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False, timeout=30)
+
+
+def test_a_checkpoint_that_does_not_fit_is_absent_and_the_earlier_ones_load(tf_kernel,
+                                                                           small_disk):
+    from tfmw_notebook.checkpoints import TEMP_PREFIX, list_checkpoints
+
+    tf_kernel.ok("%%tfdist --no-checkpoint\n" + DISK_FILLER)
+    out = tf_kernel.execute(f"%%tfdist --checkpoint-dir {small_disk}\n"
+                            "model.fit(data, epochs=8, steps_per_epoch=2, verbose=0)",
+                            timeout=240)
+    assert out.status == "error", out.stdout
+    message = out.error["evalue"]
+    assert "CheckpointDiskFull" in message and "did not fit" in message, message
+    run_dir = small_disk   # --checkpoint-dir names the run directory itself
+    assert f"the disk holding {run_dir} is full" in message, message
+    saved = list_checkpoints(run_dir)
+    assert saved, "the first checkpoints fit"
+    failed = f"ckpt-{len(saved) + 1:06d}"
+    assert f"{failed} did not fit" in message, message
+    leftovers = [n for n in os.listdir(run_dir) if n.startswith(TEMP_PREFIX) or n == failed]
+    assert leftovers == []     # nothing partial: not the failed one, no temp directory
+    print(f"disk full: {len(saved)} checkpoints fit, {failed} did not")
+    # Every checkpoint that was written loads, identically on both workers.
+    tf_kernel.ok("%%tfdist --no-checkpoint\n" + DISK_FILLER)
+    for info in saved:
+        out = tf_kernel.ok("from tfmw_notebook import active_cluster\n"
+                           f"active_cluster().restore_checkpoint({info.path!r}, 'model')")
+        digests = eval(out.results[-1]["text/plain"])
+        assert len(digests) == 2 and digests[0] == digests[1]

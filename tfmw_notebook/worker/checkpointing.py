@@ -8,6 +8,7 @@ absent even if a worker dies while writing. The others' copies are removed.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -26,8 +27,9 @@ def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics:
     """Write checkpoint `epoch` of `model`; returns its path on the chief."""
     import tensorflow as tf
 
-    temp = checkpoints.prepare_temp(run_dir, epoch, f"w{rank}-{uuid.uuid4().hex[:8]}")
+    temp = None
     try:
+        temp = checkpoints.prepare_temp(run_dir, epoch, f"w{rank}-{uuid.uuid4().hex[:8]}")
         tf.train.Checkpoint(**trackables(model)).write(os.path.join(temp, WEIGHTS))
         if not is_chief:
             return None
@@ -47,9 +49,33 @@ def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics:
         temp = None
         _apply_retention(run_dir, policy)
         return final
+    except Exception as error:
+        if not _disk_full(error):
+            raise
+        raise CheckpointDiskFull(
+            f"{checkpoints.checkpoint_name(epoch)} did not fit: the disk holding {run_dir} is "
+            f"full ({_free(run_dir)} free); the earlier checkpoints are intact. Free space, keep "
+            "fewer (--keep-last N) or save elsewhere (--checkpoint-dir DIR)") from None
     finally:
         if temp is not None and os.path.isdir(temp):
             shutil.rmtree(temp, ignore_errors=True)
+
+
+class CheckpointDiskFull(OSError):
+    """A checkpoint did not fit on its disk (what was written of it is removed)."""
+
+
+def _disk_full(error: BaseException) -> bool:
+    # Python says ENOSPC; TensorFlow's file system layer says it in its message.
+    return (isinstance(error, OSError) and error.errno == errno.ENOSPC) or \
+        "No space left on device" in str(error)
+
+
+def _free(path: str) -> str:
+    try:
+        return f"{shutil.disk_usage(path).free / 1e6:.1f} MB"
+    except OSError:
+        return "unknown space"
 
 
 def _apply_retention(run_dir: str, policy: CheckpointPolicy) -> None:
