@@ -12,6 +12,7 @@ import time
 
 import psutil
 import pytest
+from tfmw_notebook.tempdirs import worker_tempdir
 
 from kernel_session import kernel_with_cluster
 from seed_code import MNIST_SETUP
@@ -113,6 +114,13 @@ def test_exception_on_rank_1_is_shown_fast_and_cluster_recovers(kernel, tmp_path
 
 def test_killed_engine_is_noticed_and_cluster_recovers(kernel, tmp_path):
     marker = str(tmp_path / "killed")
+    kernel.ok("%%tfdist\n" + MNIST_SETUP)
+    kernel.ok("%%tfdist --no-checkpoint\nbuild_and_compile_cnn_model().fit(mnist_dataset(64), "
+              "epochs=1, steps_per_epoch=2, verbose=0)", timeout=120)
+    old_workers, _ = worker_processes(kernel)
+    generated = [name for pid in old_workers for name in os.listdir(worker_tempdir(pid))
+                 if name.startswith("__autograph_generated_file")]
+    assert generated, "a fit's autograph modules are written into the workers' own dirs"
     out, old = fit_with_fault(kernel, marker, rank=1, batch=10, epochs=2,
                               action="os.kill(os.getpid(), signal.SIGKILL)")
 
@@ -123,7 +131,11 @@ def test_killed_engine_is_noticed_and_cluster_recovers(kernel, tmp_path):
     noticed_at = first_stream_time(out, "died")
     assert noticed_at is not None and noticed_at - killed_at <= 10.0, noticed_at - killed_at
     assert wait_until_gone(old, 5) == []
+    # The killed workers' temp files (TensorFlow's autograph modules) went with them.
+    assert [pid for pid in old_workers if os.path.exists(worker_tempdir(pid))] == []
     assert_cluster_works(kernel)
+    new_workers, _ = worker_processes(kernel)
+    assert all(os.path.isdir(worker_tempdir(pid)) for pid in new_workers)
 
 
 def test_silent_worker_is_named_from_its_heartbeat_and_cluster_recovers(kernel, tmp_path):

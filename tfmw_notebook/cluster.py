@@ -21,6 +21,7 @@ from .output import OutputRelay
 from .recovery import Recovery, notice
 from .run_options import CellOptions, FitState, StallLimits
 from .state_log import KeptState, RestoreReport, merge_fit_records
+from .tempdirs import remove_worker_tempdir
 from .tfconfig import EngineReport, launch_environment, local_ranks
 from .worker_setup import Addressing, call_each, make_workers
 
@@ -303,6 +304,9 @@ class TFCluster:
             # A worker stuck in C++ ignores the launcher's polite signals.
             self._group.kill({w.engine_id: (w.host, w.pid) for w in workers
                               if not is_this_host(w.host) or pid_alive(w.pid)})
+            for worker in workers:   # also of those a launcher's SIGKILL ended
+                if is_this_host(worker.host):
+                    remove_worker_tempdir(worker.pid)
 
     def status(self) -> list[dict]:
         """One row per rank: rank, host, local rank, address, pid, alive, running."""

@@ -20,6 +20,7 @@ from IPython.paths import get_ipython_dir
 
 from .errors import ClusterSetupError
 from .limits import POLL_SECONDS
+from .tempdirs import remove_worker_tempdir
 
 _log = logging.getLogger("tfmw_notebook")
 # The hub counts an engine as registered at its first heartbeat: with the default
@@ -205,6 +206,7 @@ class EngineGroup:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+                remove_worker_tempdir(pid)   # a killed worker cannot clean up itself
             else:
                 remote.append(engine_id)
         if remote:

@@ -8,6 +8,7 @@ configured after the runtime has started).
 
 from __future__ import annotations
 
+import atexit
 import importlib.metadata
 import importlib.util
 import json
@@ -15,6 +16,7 @@ import os
 import socket
 import time
 
+from ..tempdirs import remove_worker_tempdir, use_private_tempdir
 from . import controller_watch, keras_hooks, shared_strategy
 from .context import WorkerContext
 from .reporting import EventPublisher
@@ -67,6 +69,8 @@ def bootstrap(settings: dict) -> dict:
         raise WorkerSetupError(
             "this engine is already a worker; restart the engines to reconfigure")
     os.environ.update(settings["env"])
+    _tempdir["path"] = use_private_tempdir()
+    atexit.register(remove_worker_tempdir, os.getpid(), _tempdir["path"])
     check_packages()
 
     import tensorflow as tf
@@ -115,14 +119,21 @@ def tensorflow_version() -> str:
     return tf.__version__
 
 
+_tempdir: dict = {"path": None}   # this worker's own temp directory (tempdirs.py)
+
+
 def _stop_on_sigterm() -> None:
     """Exit at once on SIGTERM: TF's threads otherwise keep a stopping engine
     alive until its launcher's SIGKILL, seconds later."""
     import signal
     import threading
 
+    def stop(signum, frame):
+        remove_worker_tempdir(os.getpid(), _tempdir["path"])   # os._exit skips atexit
+        os._exit(0)
+
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
+        signal.signal(signal.SIGTERM, stop)
 
 
 def _event_publisher(rank: int) -> EventPublisher:
