@@ -89,3 +89,23 @@ def test_unshared_directory_hint_names_the_hosts_of_the_workers_that_lack_it():
     assert hint.startswith("on node2 that directory is missing") and "(node1)" in hint
     assert unshared_hosts_hint("ValueError", value, hosts) is None
     assert unshared_hosts_hint("RunDirNotShared", "something else", hosts) is None
+
+
+def test_sweep_removes_the_temp_dirs_of_dead_workers_only(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from tfmw_notebook import tempdirs
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    os_pid = str(os.getpid())
+    for pid in (dead, os_pid):
+        (tmp_path / f"tfmw-worker-{pid}").mkdir()
+    (tmp_path / "tfmw-worker-notapid").mkdir()
+    assert tempdirs.sweep_stale() == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"tfmw-worker-{os_pid}",
+                                                           "tfmw-worker-notapid"]

@@ -24,8 +24,27 @@ def remove_worker_tempdir(pid: int, path: str | None = None) -> None:
     shutil.rmtree(path or worker_tempdir(pid), ignore_errors=True)
 
 
+def sweep_stale() -> int:
+    """Remove the directories of workers on this host whose process is gone (killed
+    where no notebook could clean up: on another host, or with the kernel)."""
+    removed = 0
+    for name in os.listdir(tempfile.gettempdir()):
+        if not name.startswith("tfmw-worker-") or not name[12:].isdigit():
+            continue
+        try:
+            os.kill(int(name[12:]), 0)
+        except ProcessLookupError:
+            remove_worker_tempdir(int(name[12:]))
+            removed += 1
+        except PermissionError:
+            pass   # someone else's live process
+    return removed
+
+
 def use_private_tempdir() -> str:
-    """On a worker: send this process's temporary files to its own directory."""
+    """On a worker: send this process's temporary files to its own directory (and
+    sweep those of dead workers first)."""
+    sweep_stale()
     pid = os.getpid()
     path = worker_tempdir(pid)
     os.makedirs(path, exist_ok=True)
