@@ -215,7 +215,8 @@ class EngineGroup:
 
     def _kill_through_nannies(self, engine_ids: list[int]) -> None:
         # A host that is cut off never answers: wait a little, never forever.
-        registered = [eid for eid in engine_ids if eid in self.registered()]
+        known = self.registered()
+        registered = [eid for eid in engine_ids if eid in known]
         if not registered:
             return
         try:

@@ -298,8 +298,8 @@ class TFDistMagics(Magics):
             raise UsageError("the %%tfdist cell is empty: write the code to run on every "
                              "worker below the %%tfdist line")
         cluster = self._require_cluster()
-        self._check_syntax(cell)
-        self._check_magics(cluster, cell)
+        source = self._check_syntax(cell)
+        self._check_magics(cluster, source)
         pushed = self._collect_push(args.push)
         if pushed:
             self._guarded(lambda: cluster.push(pushed))
@@ -343,7 +343,8 @@ class TFDistMagics(Magics):
             return RemoteValue(result.display)
         return None
 
-    def _check_syntax(self, cell: str) -> None:
+    def _check_syntax(self, cell: str) -> str:
+        """The cell as IPython transforms it, if it compiles; else a UsageError."""
         source = self.shell.transform_cell(cell)
         try:
             compile(source, "<tfdist cell>", "exec")
@@ -352,9 +353,10 @@ class TFDistMagics(Magics):
             text = f": {exc.text.strip()}" if exc.text and exc.text.strip() else ""
             raise UsageError(f"SyntaxError at {where} ({exc.msg}){text}; "
                              "nothing was sent to the workers") from None
+        return source
 
-    def _check_magics(self, cluster: TFCluster, cell: str) -> None:
-        called = magics_called(self.shell.transform_cell(cell))
+    def _check_magics(self, cluster: TFCluster, source: str) -> None:
+        called = magics_called(source)
         if not called:
             return
         missing = self._guarded(lambda: cluster.missing_magics(called))
