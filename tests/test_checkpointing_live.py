@@ -244,6 +244,9 @@ def test_a_checkpoint_that_does_not_fit_is_absent_and_the_earlier_ones_load(tf_k
     assert out.status == "error", out.stdout
     message = out.error["evalue"]
     assert "CheckpointDiskFull" in message and "did not fit" in message, message
+    # Only the chief writes to the checkpoint disk (the others' copies go to their own
+    # temp dirs), so a committed checkpoint is never the one reported as not fitting.
+    assert "worker 0 failed" in message, message
     run_dir = small_disk   # --checkpoint-dir names the run directory itself
     assert f"the disk holding {run_dir} is full" in message, message
     saved = list_checkpoints(run_dir)

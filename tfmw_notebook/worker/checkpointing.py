@@ -1,9 +1,12 @@
 """Chief-correct checkpoints written for the user, and restoring them.
 
 Every worker takes part in each save (under MultiWorkerMirroredStrategy a save
-may need all of them), each into its own temporary directory; only the chief's
-copy is committed, by renaming it into place, so a checkpoint is complete or
-absent even if a worker dies while writing. The others' copies are removed.
+may need all of them). The chief writes into a temporary directory beside the
+checkpoints and commits it by renaming it into place, so a checkpoint is complete
+or absent even if a worker dies while writing. The others write a throw-away copy
+into their own temp directory: it never takes space on the checkpoint disk, so a
+full disk fails the chief's save (and that checkpoint) only, never after the
+chief has committed it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import json
 import os
 import random
 import shutil
+import tempfile
 import time
 import uuid
 
@@ -29,7 +33,10 @@ def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics:
 
     temp = None
     try:
-        temp = checkpoints.prepare_temp(run_dir, epoch, f"w{rank}-{uuid.uuid4().hex[:8]}")
+        if is_chief:
+            temp = checkpoints.prepare_temp(run_dir, epoch, f"w{rank}-{uuid.uuid4().hex[:8]}")
+        else:
+            temp = tempfile.mkdtemp(prefix=f"tfmw-ckpt-{epoch}-")
         tf.train.Checkpoint(**trackables(model)).write(os.path.join(temp, WEIGHTS))
         if not is_chief:
             return None
