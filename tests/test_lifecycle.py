@@ -10,6 +10,7 @@ import time
 import psutil
 import pytest
 
+import net_exposure
 from kernel_session import KernelSession
 
 pytestmark = pytest.mark.timeout(240)
@@ -31,9 +32,10 @@ def wait_gone(processes, seconds):
     return alive
 
 
-def tf_ports(kernel):
+def tf_servers(kernel):
+    """(pid, port) of each worker's TensorFlow server."""
     out = kernel.ok("import json\nfrom tfmw_notebook.magics import active_cluster\n"
-                    "print(json.dumps([w.port for w in active_cluster().workers]))")
+                    "print(json.dumps([[w.pid, w.port] for w in active_cluster().workers]))")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -48,20 +50,24 @@ def port_is_free(port):
     return True
 
 
-def test_stop_ends_every_process_and_frees_the_ports(tmp_path):
+@pytest.mark.parametrize("isolation", ["", " --no-isolation"], ids=["isolated", "host-network"])
+def test_stop_ends_every_process_and_frees_the_ports(tmp_path, isolation):
     kernel = KernelSession(cwd=str(tmp_path))
     try:
-        kernel.ok("%load_ext tfmw_notebook\n%tfdist start -n 2", timeout=180)
-        ports = tf_ports(kernel)
+        kernel.ok(f"%load_ext tfmw_notebook\n%tfdist start -n 2{isolation}", timeout=180)
+        servers = tf_servers(kernel)
         processes = started_processes(kernel)
         assert len(processes) >= 3  # the controller and two engines at least
-        assert not any(port_is_free(port) for port in ports)  # TF's servers listen
+        # TF's servers listen: in the workers' private network, or in this machine's.
+        for pid, port in servers:
+            assert port in [p for _, p in net_exposure.listening(pid)]
+            assert port_is_free(port) == (not isolation)
 
         assert kernel.ok("%tfdist stop", timeout=60).stdout.strip() == "stopped 2 workers"
-        assert wait_gone(processes, 15) == []
-        assert all(port_is_free(port) for port in ports)
+        assert wait_gone(processes, 15) == []   # a private network ends with its last process
+        assert all(port_is_free(port) for _, port in servers)
         # ...and the kernel can start a new cluster afterwards.
-        kernel.ok("%tfdist start -n 2", timeout=180)
+        kernel.ok(f"%tfdist start -n 2{isolation}", timeout=180)
         assert kernel.ok("%%tfdist\ntfdist.world_size").results[-1]["text/plain"] == "2"
         kernel.ok("%tfdist stop", timeout=60)
     finally:

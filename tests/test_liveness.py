@@ -71,6 +71,27 @@ def test_a_worker_ends_itself_once_its_controller_stays_unreachable(monkeypatch)
     assert ended == [3]
 
 
+def test_a_worker_in_a_private_network_watches_the_controller_s_unix_socket(tmp_path, capsys):
+    import socket
+
+    from tfmw_notebook.worker import controller_watch
+
+    path = str(tmp_path / "engine-4242")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(path)
+        server.listen()
+        assert controller_watch.install(path, None)
+        ended = []
+        controller_watch.check(end=ended.append)     # answers: nothing happens
+        assert ended == []
+    clock, ended = Clock(), []
+    controller_watch.check(now=clock, end=ended.append)
+    clock.now += controller_watch.LIMIT_SECONDS
+    controller_watch.check(now=clock, end=ended.append)
+    assert ended == [3]
+    assert f"the controller at {path} has not answered" in capsys.readouterr().err
+
+
 def test_no_watch_when_the_controller_was_never_reachable_from_the_worker():
     from tfmw_notebook.worker import controller_watch
 

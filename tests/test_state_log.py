@@ -109,3 +109,16 @@ def test_sweep_removes_the_temp_dirs_of_dead_workers_only(tmp_path, monkeypatch)
     assert tempdirs.sweep_stale() == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"tfmw-worker-{os_pid}",
                                                            "tfmw-worker-notapid"]
+
+
+def test_hint_for_a_worker_that_cannot_reach_out_of_its_private_network():
+    from tfmw_notebook.hints import private_network_hint
+
+    for said in ("URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
+                 "OSError: [Errno 101] Network is unreachable",
+                 "Exception: URL fetch failure on https://x/y.npz: None -- [Errno -2] Name or "
+                 "service not known"):
+        hint = private_network_hint(said, private=True)
+        assert hint and "--no-isolation" in hint and "private network" in hint, said
+        assert private_network_hint(said, private=False) is None   # a real network problem
+    assert private_network_hint("ValueError: Errno 101 is a number", private=True) is None

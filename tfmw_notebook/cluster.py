@@ -18,6 +18,7 @@ from .engines import EngineGroup, is_this_host, pid_alive
 from .errors import BadArgument, NoClusterError
 from .limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
 from .output import OutputRelay
+from .private_network import network_for_workers
 from .recovery import Recovery, notice
 from .run_options import CellOptions, FitState, StallLimits
 from .state_log import KeptState, RestoreReport, merge_fit_records
@@ -92,6 +93,11 @@ class TFCluster:
         """Whether stop() ends the engines (we started them) or only lets go of them."""
         return self._group.owned
 
+    @property
+    def in_private_network(self) -> bool:
+        """Whether the workers run in a private network (started with isolation)."""
+        return self._group.network is not None
+
     def controller_answers(self) -> bool:
         """Whether the ipyparallel controller still accepts connections."""
         return self._group.controller_answers()
@@ -104,12 +110,18 @@ class TFCluster:
 
     @classmethod
     def start(cls, n: int = 2, *, timeout: float = DEFAULT_TIMEOUT, communication: str = "auto",
-              gpus_per_worker: int = 0, profile_dir: str | None = None) -> "TFCluster":
-        """Start `n` local engines and make each a worker."""
+              gpus_per_worker: int = 0, profile_dir: str | None = None,
+              isolate: bool = True) -> "TFCluster":
+        """Start `n` local engines and make each a worker.
+
+        With `isolate` (the default) the workers run in a private network: their
+        TensorFlow ports cannot be reached from other machines (private_network.py).
+        """
         _check_settings(n, timeout, communication, gpus_per_worker)
         began = time.perf_counter()
         group = EngineGroup.start(n, timeout=timeout, profile_dir=profile_dir,
-                                  environment=launch_environment(gpus_per_worker))
+                                  environment=launch_environment(gpus_per_worker),
+                                  network=network_for_workers(isolate))
         return cls._bootstrapped(group, began, communication=communication,
                                  gpus_per_worker=gpus_per_worker, timeout=timeout)
 
@@ -321,8 +333,9 @@ class TFCluster:
 
     def describe(self) -> str:
         addresses = ", ".join(w.endpoint for w in self.workers)
-        return (f"{self.size} workers ready ({addresses}), TensorFlow {self.tf_version}, "
-                f"in {self.started_seconds:.1f} s")
+        private = "; private network" if self.in_private_network else ""
+        return (f"{self.size} workers ready ({addresses}{private}), TensorFlow "
+                f"{self.tf_version}, in {self.started_seconds:.1f} s")
 
     def _require_workers(self) -> None:
         if not self.workers:

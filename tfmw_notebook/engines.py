@@ -15,11 +15,13 @@ import sys
 import time
 
 import ipyparallel as ipp
+from ipyparallel.cluster.launcher import ipengine_cmd_argv
 from IPython.core.profiledir import ProfileDir, ProfileDirError
 from IPython.paths import get_ipython_dir
 
 from .errors import ClusterSetupError
 from .limits import POLL_SECONDS
+from .private_network import PrivateNetwork
 from .tempdirs import remove_worker_tempdir
 
 _log = logging.getLogger("tfmw_notebook")
@@ -66,27 +68,36 @@ class EngineGroup:
         self._retired: set[int] = set()
         self._engine_kwargs: dict = {}  # how our engines were launched, to launch alike
         self.url_file: str | None = None  # the connection file we attached by, if any
+        self.network: PrivateNetwork | None = None  # our engines' private network, if any
 
     # -- start / attach -------------------------------------------------------
 
     @classmethod
     def start(cls, n: int, *, timeout: float, profile_dir: str | None = None,
-              environment: dict[str, str] | None = None) -> "EngineGroup":
+              environment: dict[str, str] | None = None,
+              network: PrivateNetwork | None = None) -> "EngineGroup":
         """Start a controller and `n` local engines, all ended with this process.
 
         `environment`: set in each engine at launch; with it, engines start
-        importing TensorFlow at once (see worker/preimport.py).
+        importing TensorFlow at once (see worker/preimport.py). `network`: run the
+        engines inside it, reaching the controller over Unix sockets (the group
+        owns it from here on and closes it when it stops).
         """
         kwargs = {"profile_dir": profile_dir} if profile_dir else {}
+        controller_args = list(_CONTROLLER_ARGS)
+        engine_kwargs: dict = {}
+        if network is not None:
+            controller_args += ["--IPController.engine_transport=ipc",
+                                f"--IPController.engine_ip={network.socket_dir}/engine"]
+            engine_kwargs["engine_cmd"] = network.command_prefix() + ipengine_cmd_argv
         # ipyparallel's own warnings (engine logs of killed engines) would land in
         # the cell; we report failures ourselves.
         cluster = ipp.Cluster(n=n, delay=0, log_level=logging.ERROR,
-                              controller_args=_CONTROLLER_ARGS, **kwargs)
+                              controller_args=controller_args, **kwargs)
         # Our engines end with this kernel; with the environment TF needs at import,
         # they also start importing TensorFlow at once (see worker/preimport.py).
         # (__import__: the startup command runs in the user's namespace; bind nothing there)
         startup = "__import__('tfmw_notebook.orphan_guard', fromlist=['start']).start()"
-        engine_kwargs: dict = {}
         if environment is not None:
             startup += "; __import__('tfmw_notebook.worker.preimport')"
             engine_kwargs["environment"] = dict(environment)
@@ -97,12 +108,15 @@ class EngineGroup:
             client = cluster.connect_client_sync()
         except KeyboardInterrupt:
             _quietly(cluster.stop_cluster_sync)
+            _close(network)
             raise
         except Exception as exc:
             _quietly(cluster.stop_cluster_sync)
+            _close(network)
             raise ClusterSetupError(f"could not start ipyparallel engines: {exc}") from exc
         group = cls(client, cluster, owned=True)
         group._engine_kwargs = engine_kwargs
+        group.network = network
         try:
             group.ids = group._wait_for_new_engines(n, time.monotonic() + timeout)
         except (ClusterSetupError, KeyboardInterrupt):
@@ -164,6 +178,15 @@ class EngineGroup:
         if not host:
             return "127.0.0.1", None
         return host.strip("[]"), int(port) if port.isdigit() else None
+
+    def controller_address_for_engines(self) -> tuple[str, int | None]:
+        """How the engines reach the controller: (host, port), or (path, None) for the
+        Unix socket they register at when they run in a private network."""
+        host, port = self.controller_address()
+        if self.network is None or port is None:
+            return host, port
+        # The controller gives engines and clients the same registration port number.
+        return f"{self.network.socket_dir}/engine-{port}", None
 
     def controller_answers(self, timeout: float = _PROBE_SECONDS) -> bool:
         """Whether the controller still accepts connections (its process lives, its host
@@ -260,6 +283,10 @@ class EngineGroup:
             # then fails to signal them (SSH: "no such process") has nothing left to stop.
             _log.warning("stopping the old engines through the launcher: %r", exc)
         try:
+            if self.network is not None and not self.network.is_open():
+                self.network.reopen()   # its keeper was killed: a new private network
+                self._engine_kwargs["engine_cmd"] = (self.network.command_prefix()
+                                                     + ipengine_cmd_argv)
             self.cluster.start_engines_sync(n, **self._engine_kwargs)
         except Exception as exc:  # the launcher's own failure: say whose it is
             raise ClusterSetupError(
@@ -287,6 +314,8 @@ class EngineGroup:
     def stop(self) -> None:
         if self.owned and self.cluster is not None:
             _quietly(self.cluster.stop_cluster_sync)
+        _close(self.network)
+        self.network = None
         self.ids = []
 
 
@@ -303,6 +332,11 @@ def _connect(connect, where: str) -> ipp.Client:
             f"no ipyparallel controller answered for {where} ({exc}): is the cluster running? "
             "`ipcluster start` it first"
         ) from None
+
+
+def _close(network: PrivateNetwork | None) -> None:
+    if network is not None:
+        _quietly(network.close)
 
 
 def _quietly(action) -> None:

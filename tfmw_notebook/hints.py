@@ -8,6 +8,10 @@ from typing import Any
 
 _UNDEFINED = re.compile(r"name '([A-Za-z_][A-Za-z0-9_]*)' is not defined")
 _NOT_SHARED = re.compile(r"workers ([\d, ]+) do not see")
+# What a socket says when it has no way out (no route, no name server).
+_NO_WAY_OUT = re.compile(r"Network is unreachable|Temporary failure in name resolution|"
+                         r"Name or service not known|No address associated with hostname|"
+                         r"Could not resolve host|\[Errno (101|-2|-3|-5)\]")
 
 
 def missing_name_hint(error_name: str, error_value: str, notebook: dict[str, Any]) -> str | None:
@@ -42,3 +46,14 @@ def unshared_hosts_hint(error_name: str, error_value: str, hosts: list[str]) -> 
         return None
     return (f"on {', '.join(where)} that directory is missing or is another disk: mount the "
             f"chief's ({hosts[0]}) checkpoint storage there at the same path")
+
+
+def private_network_hint(error_value: str, private: bool) -> str | None:
+    """For a worker that could not reach the network because `%tfdist start` gave the
+    workers a private network (a download, a cloud bucket)."""
+    if not private or not _NO_WAY_OUT.search(error_value or ""):
+        return None
+    return ("the workers run in a private network with no way out (it keeps their TensorFlow "
+            "ports off the network): fetch data in the notebook first (the workers read the "
+            "same disk, e.g. ~/.keras/datasets) and read it from there, or `%tfdist stop` and "
+            "`%tfdist start --no-isolation`")

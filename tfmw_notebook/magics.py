@@ -19,7 +19,7 @@ from . import cell_options
 from .cell_syntax import magics_called
 from .cluster import COMMUNICATIONS, RemoteValue, TFCluster
 from .errors import BadArgument, TFDistError, WorkerFailed, remote_summary
-from .hints import missing_name_hint, unshared_hosts_hint
+from .hints import missing_name_hint, private_network_hint, unshared_hosts_hint
 from .limits import DEFAULT_TIMEOUT
 from .run_options import StallLimits
 from .session import NotebookSession, active_cluster, current_session
@@ -94,6 +94,9 @@ def _line_parser() -> _Parser:
     start.add_argument("-n", "--workers", type=_count, default=2, metavar="N",
                        help="number of workers (default 2)")
     _add_worker_options(start)
+    start.add_argument("--no-isolation", action="store_true",
+                       help="run the workers on this machine's network: their TensorFlow "
+                            "ports (no authentication) are then open to other machines")
     attach = commands.add_parser("attach", help="use a running ipyparallel cluster")
     attach.add_argument("--profile", help="ipyparallel profile (default: 'default')")
     attach.add_argument("--cluster-id", help="cluster id given to `ipcluster start`")
@@ -207,7 +210,7 @@ class TFDistMagics(Magics):
         self._refuse_second_cluster()
         cluster = self._guarded(lambda: TFCluster.start(
             args.workers, timeout=args.timeout, communication=args.communication,
-            gpus_per_worker=args.gpus_per_worker))
+            gpus_per_worker=args.gpus_per_worker, isolate=not args.no_isolation))
         cluster.restore_state = self.session.preferences.restore
         self.session.cluster = cluster
         print(cluster.describe())
@@ -326,7 +329,8 @@ class TFDistMagics(Magics):
         except WorkerFailed as failure:
             hint = (missing_name_hint(failure.error_name, failure.error_value, self.shell.user_ns)
                     or unshared_hosts_hint(failure.error_name, failure.error_value,
-                                           [w.host for w in cluster.workers]))
+                                           [w.host for w in cluster.workers])
+                    or private_network_hint(failure.error_value, cluster.in_private_network))
             if hint:
                 failure.add_hint(hint)
             raise

@@ -83,7 +83,7 @@ def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: int
         "world_size": len(ranked),
         "env": tfconfig.worker_environment(ranked, rank, gpus_per_worker=gpus_per_worker),
         "communication": communication,
-        "controller": list(group.controller_address()),
+        "controller": list(group.controller_address_for_engines()),
     },) for rank in range(len(ranked))]
     infos = call_each(group, [r.engine_id for r in ranked], "tfmw_notebook.worker.bootstrap",
                       "bootstrap", settings, what="bootstrap", timeout=timeout)

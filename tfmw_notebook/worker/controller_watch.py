@@ -6,7 +6,8 @@ the cell it had, then waits minutes for ipyparallel's own heartbeat check. While
 a cell runs, each heartbeat (heartbeat.py) also checks that the controller still
 accepts connections; after LIMIT seconds without, the engine exits. The watch is
 on only if the controller was reachable directly when the worker was set up
-(engines behind an SSH tunnel, say, cannot probe it).
+(engines behind an SSH tunnel, say, cannot probe it). Engines in a private
+network (private_network.py) probe the Unix socket they registered at.
 """
 
 from __future__ import annotations
@@ -21,8 +22,14 @@ _PROBE_SECONDS = 2.0
 _watch: dict = {"address": None, "unreachable_since": None}
 
 
-def reachable(host: str, port: int) -> bool:
+def reachable(host: str, port: int | None) -> bool:
+    """Whether (host, port) accepts a connection; (path, None) is a Unix socket."""
     try:
+        if port is None:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.settimeout(_PROBE_SECONDS)
+                probe.connect(host)
+            return True
         with socket.create_connection((host, port), timeout=_PROBE_SECONDS):
             return True
     except OSError:
@@ -31,7 +38,7 @@ def reachable(host: str, port: int) -> bool:
 
 def install(host: str | None, port: int | None) -> bool:
     """Watch this controller from now on, if it can be reached from here."""
-    on = bool(host and port and reachable(host, port))
+    on = bool(host and (port or host.startswith("/")) and reachable(host, port))
     _watch.update(address=(host, port) if on else None, unreachable_since=None)
     return on
 
@@ -46,8 +53,9 @@ def check(now=time.monotonic, end=os._exit) -> None:
         return
     since = _watch["unreachable_since"] = _watch["unreachable_since"] or now()
     if now() - since >= LIMIT_SECONDS:
+        where = address[0] if address[1] is None else f"{address[0]}:{address[1]}"
         sys.stderr.write(f"tfdist worker on {socket.gethostname()}: the controller at "
-                         f"{address[0]}:{address[1]} has not answered for "
+                         f"{where} has not answered for "
                          f"{now() - since:.0f} s; this engine ends\n")
         sys.stderr.flush()
         end(3)
