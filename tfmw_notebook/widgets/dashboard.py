@@ -159,6 +159,7 @@ class _ProgressRow:
                                          layout=widgets.Layout(width="30%"))
         self.label = widgets.Label()
         self.widget = widgets.HBox([self.bar, self.label])
+        self.widget.add_class("tfmw-worker-progress")   # CSS classes: for styling and tests
 
     def show(self, progress: WorkerProgress, behind: bool) -> None:
         fraction = progress.fraction
@@ -184,6 +185,8 @@ class Dashboard:
         self.progress_box = widgets.VBox()
         self.latest_html = widgets.HTML()
         self.widget = widgets.VBox([self.image, self.progress_box, self.latest_html])
+        self.widget.add_class("tfmw-dashboard")
+        self.image.add_class("tfmw-curves")
         self._rows: dict[int, _ProgressRow] = {}
 
     def feed(self, events: Mapping | Iterable[Mapping]) -> None:
