@@ -261,3 +261,17 @@ def test_a_stalled_worker_row_says_so_until_its_next_event():
     assert text.endswith("· no progress for 62 s, at <tfdist-cell-3>:5 in on_train_batch_end")
     run.store.feed({"kind": "batch", "rank": 1, "time": 70.0, "epoch": 0, "step": 5, "logs": {}})
     assert "no progress" not in progress_text(run.store.progress(1))
+
+
+def test_figures_are_drawn_at_twice_the_pixels_they_are_shown_at():
+    from tfmw_notebook.widgets.dashboard import SCALE, shown_width
+
+    store = MetricsStore()
+    store.feed({"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0,
+                "logs": {"loss": 1.0, "mae": 0.5}})
+    dashboard = Dashboard(store)
+    dashboard.refresh(force=True)
+    drawn = int.from_bytes(dashboard.image.value[16:20], "big")
+    assert drawn == 2 * 4.0 * 80 * SCALE        # two panels of 4 figure inches
+    assert dashboard.image.layout.width == f"{shown_width(dashboard.image.value)}px" == "640px"
+    assert dashboard.image.layout.max_width == "100%"   # a narrow window shrinks it

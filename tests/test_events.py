@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # One well-formed event of each kind, with every field its kind may carry.
 EXAMPLES = {
-    "train_begin": {"epochs": 2, "steps": 4, "mode": "fit"},
+    "train_begin": {"epochs": 2, "steps": 4, "mode": "fit", "running_means": True},
     "batch": {"epoch": 0, "step": 0, "logs": {"loss": 1.0}},
     "epoch": {"epoch": 0, "logs": {"loss": 1.0}, "samples": 64},
     "train_end": {"logs": {}},

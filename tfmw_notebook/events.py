@@ -5,7 +5,9 @@ Both sides import this module, so it imports neither TensorFlow nor IPython.
 Every event is a dict with "kind", "rank" and "time" (time.time() on the worker),
 plus the fields of its kind:
 
-    train_begin  epochs, steps (None if unknown), mode ("fit" or "evaluate")
+    train_begin  epochs, steps (None if unknown), mode ("fit" or "evaluate"),
+                 running_means (optional: batch logs are means since the epoch began,
+                 as Keras' own train_step makes them)
     batch        epoch, step (both 0-based), logs
     epoch        epoch (0-based), logs, samples (optional: samples this worker saw)
     train_end    logs (optional; the results of an evaluate run)
@@ -46,7 +48,7 @@ EVALUATE = "evaluate"
 
 COMMON_FIELDS = ("kind", "rank", "time")
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
-    TRAIN_BEGIN: ("epochs", "steps", "mode"),
+    TRAIN_BEGIN: ("epochs", "steps", "mode", "running_means"),
     BATCH: ("epoch", "step", "logs"),
     EPOCH: ("epoch", "logs", "samples"),
     TRAIN_END: ("logs",),

@@ -18,6 +18,34 @@ from ..metrics import VAL_PREFIX, MetricsStore, WorkerProgress
 
 # Beyond this many points per line, drawing slows the kernel and shows nothing new.
 _MAX_POINTS_PER_LINE = 2000
+# Figures are drawn at SCALE times the pixels of the size they are shown at (CSS px, 80
+# per figure inch): sharp on high-DPI screens, and never stretched to the cell's width.
+SCALE = 2
+SHOWN_DPI = 80
+
+
+def shown_width(png: bytes) -> int:
+    """The width in CSS pixels to show a figure drawn at SCALE (from its PNG header)."""
+    return int.from_bytes(png[16:20], "big") // SCALE
+
+
+def sharp_image() -> widgets.Image:
+    """An Image widget that shows a figure at its own size (up to the cell's width)."""
+    return widgets.Image(format="png", value=b"",
+                         layout=widgets.Layout(max_width="100%", height="auto",
+                                               align_self="flex-start"))
+
+
+def show_figure(image: widgets.Image, png: bytes) -> None:
+    image.value = png
+    image.layout.width = f"{shown_width(png)}px"
+
+
+def whole_epoch_ticks(axes) -> None:
+    """Epoch axes tick whole epochs only (no 4.25 or 0.5)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def format_value(value: float) -> str:
@@ -110,7 +138,7 @@ def _thinned(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]
 
 
 def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height: float = 3.0,
-                      dpi: int = 80) -> bytes:
+                      dpi: int = SHOWN_DPI * SCALE) -> bytes:
     """One subplot per metric panel (training and val_ together) as PNG bytes.
 
     Batch values are a thin line at fractional epochs; epoch-end values are marked.
@@ -145,6 +173,8 @@ def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height:
         by_epoch = batches or epochs or any(
             r["epoch"] is not None for rank in store.ranks for r in store.reports(rank))
         axes.set_xlabel("epoch" if by_epoch else "step")
+        if by_epoch:
+            whole_epoch_ticks(axes)
         axes.grid(True, alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
             axes.legend(fontsize="small", loc="upper right")   # "best" is slow with many points
@@ -181,7 +211,7 @@ class Dashboard:
         self._last_redraw = -float("inf")
         self._stale = True              # the image does not show everything in the store yet
         self.redraws = 0
-        self.image = widgets.Image(format="png", value=b"")
+        self.image = sharp_image()
         self.progress_box = widgets.VBox()
         self.latest_html = widgets.HTML()
         self.widget = widgets.VBox([self.image, self.progress_box, self.latest_html])
@@ -211,7 +241,7 @@ class Dashboard:
         return summary_text(self.store.summary())
 
     def _redraw(self) -> None:
-        self.image.value = render_curves_png(self.store)
+        show_figure(self.image, render_curves_png(self.store))
         self._last_redraw = self._clock()
         self._stale = False
         self.redraws += 1

@@ -49,8 +49,11 @@ class LiveRun:
         if self._widgets and self._handle is not None:
             from IPython.display import Image, Markdown
 
+            from .dashboard import shown_width
+
             if self.store.metric_names():
-                self._handle.update(Image(data=self._view.final_png(), format="png"))
+                png = self._view.final_png()
+                self._handle.update(Image(data=png, format="png", width=shown_width(png)))
             else:  # evaluate() only: nothing to draw, the summary line says it all
                 self._handle.update(Markdown(""))
             self._view.widget.close()

@@ -24,7 +24,7 @@ import ipywidgets as widgets
 
 from ..checkpoints import CheckpointInfo, metric_series
 from ..metrics import VAL_PREFIX, panel_name
-from .dashboard import format_value
+from .dashboard import SCALE, SHOWN_DPI, format_value, sharp_image, show_figure, whole_epoch_ticks
 
 ACTIONS = ("restore", "resume", "load", "delete")
 _BUTTON_LABELS = {
@@ -58,7 +58,8 @@ def checkpoint_label(info: CheckpointInfo) -> str:
 def render_checkpoint_png(checkpoints: Sequence[CheckpointInfo],
                           selected: CheckpointInfo | None = None,
                           history: Mapping[str, Sequence[float]] | None = None,
-                          width: float = 5.0, height: float = 3.0, dpi: int = 80) -> bytes:
+                          width: float = 5.0, height: float = 3.0,
+                          dpi: int = SHOWN_DPI * SCALE) -> bytes:
     """The monitored metric by epoch, checkpoints as dots, `selected` marked; PNG bytes.
 
     With `history` (Keras-style, one value per epoch) the curve is drawn from it and
@@ -102,6 +103,7 @@ def render_checkpoint_png(checkpoints: Sequence[CheckpointInfo],
         else:
             axes.set_title(monitor, fontsize="medium")
         axes.set_xlabel("epoch")
+        whole_epoch_ticks(axes)
         axes.grid(True, alpha=0.3)
         if axes.get_legend_handles_labels()[0]:
             axes.legend(fontsize="small", loc="upper right")
@@ -129,7 +131,7 @@ class CheckpointPicker:
         self.redraws = 0
 
         self.list = widgets.Select(options=[], rows=8, layout=widgets.Layout(width="100%"))
-        self.image = widgets.Image(format="png", value=b"")
+        self.image = sharp_image()
         self.model_name = widgets.Text(value=default_model, description="model",
                                        placeholder="variable name on the workers")
         self.buttons = {name: widgets.Button(description=_BUTTON_LABELS[name],
@@ -238,7 +240,8 @@ class CheckpointPicker:
             self._redraw()
 
     def _redraw(self) -> None:
-        self.image.value = render_checkpoint_png(self._checkpoints, self.selected, self.history)
+        show_figure(self.image,
+                    render_checkpoint_png(self._checkpoints, self.selected, self.history))
         self.redraws += 1
 
     def _show(self, message: str, error: bool = False) -> None:

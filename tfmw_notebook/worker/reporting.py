@@ -134,6 +134,11 @@ def keras_callback_class() -> type:
     # TF_USE_LEGACY_KERAS is set before this runs, so tf.keras is tf-keras.
     import tensorflow as tf
 
+    def _keras_running_means(model) -> bool:
+        # Keras' own train_step logs each metric's mean since the epoch began; a
+        # train_step of the user's may log anything.
+        return type(model).train_step is tf.keras.Model.train_step
+
     class KerasReportingCallback(tf.keras.callbacks.Callback):
         """Reports a fit or an evaluate through `publisher` as train_begin / batch /
         epoch / train_end events (mode "fit" or "evaluate").
@@ -154,7 +159,8 @@ def keras_callback_class() -> type:
         def _begin(self, mode: str) -> None:
             params = self.params or {}
             self.publisher.emit(TRAIN_BEGIN, mode=mode, epochs=params.get("epochs"),
-                                steps=params.get("steps"))
+                                steps=params.get("steps"),
+                                running_means=_keras_running_means(self.model))
 
         def on_train_begin(self, logs=None):
             self._in_fit = True
