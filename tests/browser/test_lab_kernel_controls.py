@@ -1,0 +1,110 @@
+"""JupyterLab's own controls act on the whole cluster: the toolbar's interrupt button
+stops every worker; restarting the kernel from the menu leaves no process behind."""
+
+import os
+import time
+
+import nbformat
+import psutil
+import pytest
+from notebook_page import cell_containing, open_notebook, run_all, state, wait_for
+
+pytestmark = pytest.mark.timeout(400)
+
+LONG_FIT = '''%%tfdist --no-checkpoint
+model.fit(data, epochs=1000, steps_per_epoch=50, verbose=0)'''
+CELLS = [
+    "%load_ext tfmw_notebook\n%tfdist start -n 2",
+    '''%%tfdist
+import numpy as np
+x = np.random.RandomState(0).normal(size=(512, 8)).astype("float32")
+data = tf.data.Dataset.from_tensor_slices((x, x[:, :1])).repeat().batch(32)
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.layers.Input((8,)), tf.keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")''',
+    LONG_FIT,
+]
+
+
+def write_notebook(root, name, cells):
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                       "language": "python"}
+    nbformat.write(notebook, os.path.join(root, name))
+
+
+def workers_running(server):
+    """Engine processes below the server (through its kernel), not their nannies (which
+    run the same command, as the engines' children)."""
+    engines = [p for p in server.descendants() if "ipyparallel.engine" in " ".join(_cmdline(p))]
+    pids = {p.pid for p in engines}
+    return [p for p in engines if p.ppid() not in pids]
+
+
+def _cmdline(process):
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
+def training_started(page, screenshots):
+    cell = cell_containing(page, "epochs=1000")
+    try:
+        cell.locator(".tfmw-worker-progress").first.wait_for(state="visible", timeout=180_000)
+    finally:
+        page.screenshot(path=os.path.join(screenshots, "training.png"))
+    return cell
+
+
+def test_the_toolbar_interrupt_button_stops_every_worker(start_app, page, screenshots):
+    server = start_app("lab")
+    write_notebook(server.root_dir, "interrupt.ipynb", CELLS)
+    open_notebook(page, server, "interrupt.ipynb")
+    run_all(page)
+    training = training_started(page, screenshots)
+    engines = {p.pid for p in workers_running(server)}
+    assert len(engines) == 2
+    time.sleep(1.0)
+    pressed = time.monotonic()
+    page.locator('jp-button[data-command="notebook:interrupt-kernel"]').click()
+    wait_for(page, lambda s: not s["running"] and s["kernel"] == "idle", 30, "the cell to end")
+    ended = time.monotonic() - pressed
+    page.screenshot(path=os.path.join(screenshots, "interrupted.png"))
+    assert ended <= 5.0, f"the cell ended {ended:.1f} s after the interrupt"
+    message = training.inner_text()
+    assert "interrupted: training was stopped on every worker" in message, message
+    assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+               for pid in engines), "the interrupted workers were replaced"
+    # The next %%tfdist cell runs.
+    page.evaluate("""() => {
+        const panel = window.jupyterapp.shell.currentWidget;
+        panel.content.model.sharedModel.insertCell(panel.content.model.cells.length,
+            {cell_type: 'code', source: '%%tfdist\\ntfdist.rank * 10 + tfdist.world_size'});
+        panel.content.activeCellIndex = panel.content.model.cells.length - 1;
+    }""")
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-cell')")
+    wait_for(page, lambda s: not s["running"] and not s["unrun"] and s["kernel"] == "idle", 60,
+             "the next cell")
+    assert "2" in cell_containing(page, "tfdist.rank * 10").locator(".jp-OutputArea").inner_text()
+
+
+def test_restarting_the_kernel_from_the_menu_ends_the_whole_cluster(start_app, page,
+                                                                      screenshots):
+    server = start_app("lab")
+    write_notebook(server.root_dir, "restart.ipynb", CELLS)
+    open_notebook(page, server, "restart.ipynb")
+    run_all(page)
+    training_started(page, screenshots)
+    cluster = [p for p in server.descendants() if p.pid != server.process.pid]
+    engines = workers_running(server)
+    assert len(engines) == 2
+    page.locator(".lm-MenuBar-item", has_text="Kernel").click()
+    page.locator(".lm-Menu-item", has_text="Restart Kernel…").first.click()
+    page.screenshot(path=os.path.join(screenshots, "restart-dialog.png"))
+    page.locator(".jp-Dialog-button", has_text="Restart").click()
+    # The old kernel, its controller, engines and the network keeper: all gone in 20 s.
+    _, alive = psutil.wait_procs(cluster, timeout=20)
+    assert alive == [], [(p.pid, _cmdline(p)[:4]) for p in alive]
+    wait_for(page, lambda s: s["kernel"] == "idle", 60, "the new kernel")
+    assert state(page)["kernel"] == "idle"
