@@ -238,9 +238,9 @@ def assert_restored(out, pids_before, kernel, trained):
     assert out.status == "error"
     assert out.error["ename"] == "WorkerFailed"
     assert "restored" in out.error["evalue"], out.error["evalue"]
-    # One line says what came back, with the saved fits counted.
-    lines = [line for line in out.stderr.splitlines() if "tfdist: restored" in line]
-    assert len(lines) == 1 and "(2 fits restored from checkpoints)" in lines[0], out.stderr
+    # One line says what came back, with the saved fits counted (stdout: all is well).
+    lines = [line for line in out.stdout.splitlines() if "tfdist: restored" in line]
+    assert len(lines) == 1 and "(2 fits restored from checkpoints)" in lines[0], out.stdout
     assert wait_until_gone(pids_before, 5) == []
     pids_after, _ = worker_processes(kernel)
     assert not set(pids_after) & set(pids_before)
@@ -305,6 +305,6 @@ def test_max_restarts_replays_earlier_fits_without_training(kernel, trained, tmp
         "total = " + ALL_REDUCE + "\n"
         "float(total)", timeout=240)
     assert out.status == "ok", out.error_text + out.stderr
-    assert "restart 1 of 1" in out.stderr and "(2 fits restored from checkpoints)" in out.stderr
+    assert "restart 1 of 1" in out.stderr and "(2 fits restored from checkpoints)" in out.stdout
     assert out.results[-1]["text/plain"] == "2.0"
     assert_state_kept(kernel, trained)

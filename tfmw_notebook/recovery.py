@@ -139,10 +139,17 @@ class Recovery:
             report.fits_rerun += sum(1 for fit in step.fits if not fit.source)
         report.seconds = time.perf_counter() - began
         cluster.last_restore = report
-        notice(f"tfdist: {report.line()}")
+        info(f"tfdist: {report.line()}")
         return report
 
 
 def notice(text: str) -> None:
+    """Something went wrong and is being dealt with: stderr (shown as a warning)."""
     sys.stderr.write(text + "\n")
     sys.stderr.flush()
+
+
+def info(text: str) -> None:
+    """All is well, for the record: stdout (front ends show stderr in red, as an error)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import sys
 
 from ..run_options import CellOptions, FitState
 from . import checkpointing, fit_state
@@ -188,7 +187,7 @@ def _resume(model, path: str, kwargs: dict, args: tuple, positions: dict) -> Non
         kwargs["initial_epoch"] = meta["epoch"]
     if _worker["is_chief"]:
         print(f"resumed from {os.path.basename(path)}: epoch {meta['epoch']}, "
-              f"step {meta.get('step')}", file=sys.stderr)
+              f"step {meta.get('step')}")   # for the record, not a warning: stdout
 
 
 def _resume_notice():
@@ -205,6 +204,6 @@ def _resume_notice():
             step = int(self.model.optimizer.iterations.numpy())
             if step and _worker["is_chief"]:
                 print(f"resumed from the automatic backup: epoch {epoch + 1}, "
-                      f"step {step}", file=sys.stderr)
+                      f"step {step}")
 
     return ResumeNotice()
