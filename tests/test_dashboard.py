@@ -1,5 +1,7 @@
 """The dashboard widget without a kernel: a recording comm stands in for the front end."""
 
+import math
+
 import ipywidgets
 import pytest
 from tfmw_notebook.metrics import MetricsStore
@@ -275,3 +277,13 @@ def test_figures_are_drawn_at_twice_the_pixels_they_are_shown_at():
     assert drawn == 2 * 4.0 * 80 * SCALE        # two panels of 4 figure inches
     assert dashboard.image.layout.width == f"{shown_width(dashboard.image.value)}px" == "640px"
     assert dashboard.image.layout.max_width == "100%"   # a narrow window shrinks it
+
+
+def test_each_epoch_s_running_mean_is_a_line_of_its_own():
+    """Keras' batch logs restart their mean with each epoch: the curve has a gap there
+    instead of a line down to the next epoch's first value."""
+    from tfmw_notebook.widgets.dashboard import _per_epoch
+
+    xs, ys = _per_epoch([0.5, 1.0, 1.5, 2.0], [4.0, 3.0, 3.0, 2.0])
+    assert xs[:2] == [0.5, 1.0] and math.isnan(xs[2]) and xs[3:] == [1.5, 2.0]
+    assert ys[:2] == [4.0, 3.0] and math.isnan(ys[2]) and ys[3:] == [3.0, 2.0]

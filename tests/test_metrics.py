@@ -252,21 +252,12 @@ def test_evaluate_only_run_has_no_curves_but_a_summary():
     assert store.summary()["evaluation"] == {"loss": 0.5}
 
 
-def test_keras_running_means_are_drawn_as_the_batches_own_values():
-    """Keras logs each batch as the mean since the epoch began; the curve shows what the
-    batches since the previous point did, so it does not drop back at each epoch start."""
+def test_the_store_knows_when_batch_values_are_keras_epoch_means():
     store = MetricsStore()
-    per_batch = [4.0, 2.0, 3.0, 1.0]          # epoch 0, then epoch 1 (two batches each)
-    running = [4.0, 3.0, 3.0, 2.0]            # what Keras logs: the epoch's mean so far
-    store.feed([dict(begin(0, epochs=2, steps=2), running_means=True),
-                batch(0, 1.0, 0, 0, loss=running[0]), batch(0, 2.0, 0, 1, loss=running[1]),
-                epoch_end(0, 2.1, 0, loss=3.0),
-                batch(0, 3.0, 1, 0, loss=running[2]), batch(0, 4.0, 1, 1, loss=running[3]),
-                epoch_end(0, 4.1, 1, loss=2.0)])
-    xs, ys = store.batch_series(0)["loss"]
-    assert xs == [0.5, 1.0, 1.5, 2.0]
-    assert ys == pytest.approx(per_batch)
-    assert store.epoch_series(0)["loss"] == ([1.0, 2.0], [3.0, 2.0])   # epoch ends as logged
+    store.feed([begin(0, epochs=1, steps=2)])
+    assert not store.batch_values_are_epoch_means()       # a custom train_step: as logged
+    store.feed([dict(begin(1, epochs=1, steps=2), running_means=True)])
+    assert store.batch_values_are_epoch_means()
 
 
 def test_batch_logs_of_a_custom_train_step_are_drawn_as_they_are():

@@ -145,6 +145,11 @@ class MetricsStore:
         """name -> (x, y) of per-batch values at fractional epochs."""
         return self._series(rank, lambda w: iter(w.batches))
 
+    def batch_values_are_epoch_means(self) -> bool:
+        """Whether batch values are means since their epoch began (Keras' own train_step
+        logs them so), which start afresh with each epoch."""
+        return any(w.running_means for w in self._workers.values())
+
     def report_series(self, rank: int | None = None) -> dict[str, tuple[list[float], list[float]]]:
         """name -> (x, y) of reported values; x is the report's epoch if given, else its step."""
         return self._series(rank, lambda w: ((r["x"], r["metrics"]) for r in w.reports))

@@ -65,11 +65,9 @@ class WorkerRuns:
     offset_pending: bool = False
     run_begin_time: float | None = None
     run_epoch_times: list[float] = field(default_factory=list)
-    # Batch logs that are means since the epoch began (Keras' own): the curve shows the
-    # mean of the batches since the previous point instead, so it does not drop back at
-    # every epoch's start.
+    # Batch logs are means since the epoch began (Keras' own train_step): each epoch's
+    # batch curve is drawn as a line of its own (dashboard.py).
     running_means: bool = False
-    last_running: tuple[int, int, dict] | None = None   # (epoch, steps done, logs)
 
     def on_train_begin(self, event: Mapping, time: float) -> dict:
         old = self.progress
@@ -83,7 +81,7 @@ class WorkerRuns:
             last_event_time=time,
         )
         self.rate_window.clear()
-        self.running_means, self.last_running = bool(event.get("running_means")), None
+        self.running_means = self.running_means or bool(event.get("running_means"))
         self.steps_before_epoch = self.global_step = 0
         self.run_begin_time = time
         self.run_epoch_times = []
@@ -105,20 +103,8 @@ class WorkerRuns:
         logs = metric_values(event.get("logs"))
         if progress.mode != FIT:
             return {}
-        self.batches.append((self.epoch_offset + progress.position, self._batch_values(
-            epoch, progress.step, logs)))
+        self.batches.append((self.epoch_offset + progress.position, logs))
         return logs
-
-    def _batch_values(self, epoch: int, done: int, logs: dict) -> dict:
-        """The values to draw for the batches since the previous point of this epoch."""
-        if not self.running_means:
-            return logs
-        last, self.last_running = self.last_running, (epoch, done, logs)
-        if last is None or last[0] != epoch or not 0 < last[1] < done:
-            return logs      # the first point of an epoch: its mean is the batches' mean
-        before, previous = last[1], last[2]
-        return {name: (value * done - previous[name] * before) / (done - before)
-                if name in previous else value for name, value in logs.items()}
 
     def on_epoch(self, event: Mapping, time: float) -> dict:
         progress = self.progress

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import io
+import math
 import time
 from typing import Callable, Iterable, Mapping
 
@@ -129,6 +130,20 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
+def _per_epoch(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
+    """A gap (NaN) between epochs: each epoch's running mean is a line of its own, not
+    joined to the next one's fresh start (which read as a drop at every epoch)."""
+    out_x: list[float] = []
+    out_y: list[float] = []
+    for x, y in zip(xs, ys):
+        if out_x and math.ceil(x) != math.ceil(out_x[-1]):
+            out_x.append(math.nan)
+            out_y.append(math.nan)
+        out_x.append(x)
+        out_y.append(y)
+    return out_x, out_y
+
+
 def _thinned(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]]:
     stride = max(1, -(-len(xs) // _MAX_POINTS_PER_LINE))
     if stride == 1:
@@ -159,11 +174,15 @@ def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height:
                   transform=axes.transAxes, color="gray")
         axes.set_axis_off()
     batches, epochs, reports = store.batch_series(), store.epoch_series(), store.report_series()
+    epoch_means = store.batch_values_are_epoch_means()
     for index, (panel, names) in enumerate(panels.items()):
         axes = figure.add_subplot(1, len(panels), index + 1)
         for color, name in zip(("C0", "C1", "C2", "C3"), names):
             if name in batches:
-                axes.plot(*_thinned(*batches[name]), color=color, linewidth=1, alpha=0.6)
+                xs, ys = _thinned(*batches[name])
+                if epoch_means:
+                    xs, ys = _per_epoch(xs, ys)
+                axes.plot(xs, ys, color=color, linewidth=1, alpha=0.6)
             if name in epochs:
                 axes.plot(*epochs[name], color=color, marker="o", linewidth=1.5, label=name,
                           linestyle="--" if name.startswith(VAL_PREFIX) else "-")
