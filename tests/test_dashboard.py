@@ -287,3 +287,16 @@ def test_each_epoch_s_running_mean_is_a_line_of_its_own():
     xs, ys = _per_epoch([0.5, 1.0, 1.5, 2.0], [4.0, 3.0, 3.0, 2.0])
     assert xs[:2] == [0.5, 1.0] and math.isnan(xs[2]) and xs[3:] == [1.5, 2.0]
     assert ys[:2] == [4.0, 3.0] and math.isnan(ys[2]) and ys[3:] == [3.0, 2.0]
+
+
+def test_nothing_to_sum_up_gives_no_summary_line():
+    """A cell that failed before an epoch ended (an evaluate cut short by a dead worker)
+    leaves no '0 epochs · 0.0 s' behind."""
+    from tfmw_notebook.widgets.dashboard import summary_text
+
+    store = MetricsStore()
+    store.feed({"kind": "train_begin", "rank": 0, "time": 0.0, "epochs": None, "steps": 5,
+                "mode": "evaluate"})
+    assert summary_text(store.summary()) == ""
+    store.feed({"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0, "logs": {"loss": 0.5}})
+    assert summary_text(store.summary()).startswith("1 epoch · ")

@@ -99,7 +99,11 @@ def summary_text(summary: Mapping) -> str:
     """'3 epochs · 6.4 s · loss 0.1 · val_loss 0.2 · 1.2e+03 samples/s'
 
     Ends with '· 3 events lost' / '· 1 event ignored' when the curves miss something.
+    Empty when there is nothing to sum up (a cell that failed before an epoch ended).
     """
+    if not (summary["epochs"] or summary.get("evaluation") or summary.get("final")
+            or _missing_events(summary)):
+        return ""
     if not summary["epochs"] and summary.get("evaluation"):
         parts = ["evaluate"]
         if summary.get("wall_time") is not None:
@@ -205,8 +209,9 @@ def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height:
 class _ProgressRow:
     def __init__(self) -> None:
         self.bar = widgets.FloatProgress(value=0.0, min=0.0, max=1.0,
-                                         layout=widgets.Layout(width="30%"))
-        self.label = widgets.Label()
+                                         layout=widgets.Layout(width="30%", min_width="80px"))
+        # HTML, not Label: a label is cut off in a narrow window, this wraps.
+        self.label = widgets.HTML()
         self.widget = widgets.HBox([self.bar, self.label])
         self.widget.add_class("tfmw-worker-progress")   # CSS classes: for styling and tests
 
@@ -216,7 +221,7 @@ class _ProgressRow:
             fraction = progress.step / progress.steps      # length unknown: this epoch only
         self.bar.value = fraction or 0.0
         self.bar.bar_style = "warning" if behind else ("success" if progress.finished else "info")
-        self.label.value = progress_text(progress, behind)
+        self.label.value = html.escape(progress_text(progress, behind))
 
 
 class Dashboard:

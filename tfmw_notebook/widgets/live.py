@@ -59,7 +59,9 @@ class LiveRun:
             self._view.widget.close()
         else:
             self._view.refresh(force=True)
-        print(self._view.summary_line())
+        summary = self._view.summary_line()
+        if summary:   # nothing to sum up when the cell failed before an epoch ended
+            print(summary)
 
     def _ensure_view(self):
         if self._view is None:
