@@ -148,6 +148,8 @@ class CheckpointPicker:
             widgets.HBox([self.buttons["resume"], self.buttons["load"], self.buttons["delete"]]),
             self.status,
         ])
+        self.widget.add_class("tfmw-picker")       # CSS classes: for styling and tests
+        self.image.add_class("tfmw-curves")
         self.list.observe(self._on_select, names="value")
         self.refresh(checkpoints)
 
