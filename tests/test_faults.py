@@ -213,7 +213,9 @@ def test_a_worker_stuck_in_its_own_code_is_named_and_stall_timeout_stops_the_cel
     warned = first_stream_time(out, "has made no progress")
     assert warned is not None, out.stderr
     assert "worker 1 (pid" in out.stderr and "in on_train_batch_end" in out.stderr, out.stderr
-    assert 3.0 <= warned - stuck_at <= 8.0, warned - stuck_at
+    # The watchdog counts from the worker's last progress: that batch's event, sent just
+    # before the fault callback writes the marker (CI saw 2.994 s from the marker).
+    assert 2.9 <= warned - stuck_at <= 8.0, warned - stuck_at
     assert out.status == "error" and out.error["ename"] == "WorkerFailed"
     assert "--stall-timeout 10" in out.error["evalue"] and "worker 1" in out.error["evalue"]
     ended = first_stream_time(out, "restarting the workers")
