@@ -200,22 +200,38 @@ def test_timeout_stops_every_worker_and_says_so(kernel):
     assert_cluster_works(kernel)
 
 
+# Rank 1 gets stuck at batch 5 in its own code. The marker holds when batch 4 ended on rank
+# 1 as this callback saw it: its last progress (batch 4's event, sent by the dashboard's
+# callback, which runs after the user's) came after that, so the watchdog cannot be early
+# by this clock. (Batch 5's own end is too late a reference: its event is never sent.)
+STUCK_AFTER_BATCH_4 = '''
+import time
+class Stuck(tf.keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        if tfdist.rank == 1 and batch == 4:
+            with open({marker!r}, "w") as f:
+                f.write(repr(time.time()))
+        if tfdist.rank == 1 and batch == 5:
+            time.sleep(60)
+
+model = build_and_compile_cnn_model()
+model.fit(mnist_dataset(64), epochs=3, steps_per_epoch=50, verbose=0, callbacks=[Stuck()])
+'''
+
+
 def test_a_worker_stuck_in_its_own_code_is_named_and_stall_timeout_stops_the_cell(kernel,
                                                                                    tmp_path):
     marker = str(tmp_path / "stuck")
     kernel.ok("%%tfdist\n" + MNIST_SETUP)
     _, old = worker_processes(kernel)
-    code = FIT_WITH_FAULT.format(rank=1, batch=5, marker=marker, epochs=3,
-                                 action="time.sleep(60)")
+    code = STUCK_AFTER_BATCH_4.format(marker=marker)
     out = kernel.execute("%%tfdist --stall-warning 3 --stall-timeout 10\n" + code, timeout=240)
     stuck_at = float(open(marker).read())
 
     warned = first_stream_time(out, "has made no progress")
     assert warned is not None, out.stderr
     assert "worker 1 (pid" in out.stderr and "in on_train_batch_end" in out.stderr, out.stderr
-    # The watchdog counts from the worker's last progress: that batch's event, sent just
-    # before the fault callback writes the marker (CI saw 2.994 s from the marker).
-    assert 2.9 <= warned - stuck_at <= 8.0, warned - stuck_at
+    assert 3.0 <= warned - stuck_at <= 8.0, warned - stuck_at
     assert out.status == "error" and out.error["ename"] == "WorkerFailed"
     assert "--stall-timeout 10" in out.error["evalue"] and "worker 1" in out.error["evalue"]
     ended = first_stream_time(out, "restarting the workers")
