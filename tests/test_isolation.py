@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 import net_exposure
-from kernel_session import KernelSession
+from kernel_session import KernelSession, kernel_with_extension
 
 pytestmark = pytest.mark.timeout(420)
 
@@ -69,13 +69,8 @@ def wait_gone(pids, seconds):
 
 @pytest.fixture
 def kernel(tmp_path):
-    session = KernelSession(cwd=str(tmp_path))
-    try:
-        session.ok("%load_ext tfmw_notebook", timeout=60)
+    with kernel_with_extension(str(tmp_path)) as session:
         yield session
-        session.execute("%tfdist stop", timeout=60)
-    finally:
-        session.shutdown()
 
 
 def test_workers_are_unreachable_from_other_machines_through_training_failure_and_restart(
