@@ -33,7 +33,7 @@ def test_plain_fit_fills_the_store_like_keras_history(tf_kernel):
         "import json\nfrom tfmw_notebook.magics import active_cluster\n"
         "store = %tfdist history\n"
         "print(json.dumps({'store': [store.history(r) for r in range(2)],"
-        " 'last_batches': [[logs['loss'] for _, logs in store.batch_logs(r)][15::16]"
+        " 'last_batches': [[logs['loss'] for x, logs in store.batch_logs(r) if x % 1 == 0]"
         " for r in range(2)],"
         " 'keras': [active_cluster().pull(['keras_history'], rank=r)['keras_history']"
         " for r in range(2)]}))")

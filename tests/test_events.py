@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = {
     "train_begin": {"epochs": 2, "steps": 4, "mode": "fit", "running_means": True},
     "batch": {"epoch": 0, "step": 0, "logs": {"loss": 1.0}},
-    "epoch": {"epoch": 0, "logs": {"loss": 1.0}, "samples": 64},
+    "epoch": {"epoch": 0, "logs": {"loss": 1.0}, "samples": 64, "steps": 2},
     "train_end": {"logs": {}},
     "report": {"step": 1, "epoch": None, "metrics": {"loss": 0.5}},
 }

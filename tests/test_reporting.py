@@ -191,7 +191,9 @@ KERAS_SCRIPT = textwrap.dedent("""
     model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
 
     published = []
-    callback = make_keras_callback(EventPublisher(published.append, rank=0), samples_per_step=32)
+    # min_interval=0: every batch is sent, so the events can be checked one by one.
+    callback = make_keras_callback(EventPublisher(published.append, rank=0, min_interval=0),
+                                   samples_per_step=32)
     history = model.fit(x, y, batch_size=32, epochs=2, validation_data=(x_val, y_val),
                         verbose=0, callbacks=[callback])
     evaluated = model.evaluate(x_val, y_val, batch_size=32, verbose=0, callbacks=[callback],
@@ -206,8 +208,38 @@ KERAS_SCRIPT = textwrap.dedent("""
         except Exception as error:
             return f"{type(error).__name__}: {error}"
 
+    # The default interval, on a clock that moves 0.1 s per batch: which batches had
+    # their logs turned into numbers, and what Keras handed the callback.
+    class BatchClock:
+        now = 0.0
+        def __call__(self):
+            return self.now
+
+    class Tick(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self._supports_tf_logs = True   # else Keras converts every batch's logs for it
+        def on_train_batch_begin(self, batch, logs=None):
+            clock.now += 0.1
+
+    class Spy(type(callback)):
+        def on_train_batch_end(self, batch, logs=None):
+            logs_seen.append(type(logs["loss"]).__name__)
+            super().on_train_batch_end(batch, logs)
+
+    converted, logs_seen, throttled, clock = [], [], [], BatchClock()
+    real_metric_values = reporting.metric_values
+    def counting_metric_values(logs):
+        converted.append(sorted(logs or {}))
+        return real_metric_values(logs)
+    reporting.metric_values = counting_metric_values
+    model.fit(x, y, batch_size=8, epochs=3, verbose=0,
+              callbacks=[Tick(), Spy(EventPublisher(throttled.append, rank=0, clock=clock))])
+    reporting.metric_values = real_metric_values
+
     publisher = EventPublisher(published.append, rank=0)
-    json.dump({"published": published, "history": history.history,
+    json.dump({"published": published, "throttled": throttled, "converted": converted,
+               "logs_seen": logs_seen, "history": history.history,
                "evaluated": {k: float(v) for k, v in evaluated.items()},
                "callback_class": type(callback).__qualname__,
                "class_by_name": reporting.KerasReportingCallback is type(callback),
@@ -291,3 +323,38 @@ def test_keras_callback_reports_evaluate_but_not_fits_validation_pass(keras_run)
     assert store.progress(0).mode == "evaluate" and store.progress(0).finished
     # Evaluate batches move the progress bar but do not join the training curves.
     assert len(store.batch_logs(0)) == 16
+
+
+def test_batches_that_are_not_sent_are_never_converted(keras_run):
+    """Keras hands the callback tensors (no sync of its own), and only the batches the
+    publisher sends (at most every 0.25 s: here every third, the clock moving 0.1 s a
+    batch, and each epoch's last) have their logs turned into numbers; every epoch is
+    sent, exact."""
+    events, _ = new_events(merged_like_ipyparallel(keras_run["throttled"]), 0)
+    batches = [e for e in events if e["kind"] == "batch"]
+    epochs = [e for e in events if e["kind"] == "epoch"]
+    assert len(keras_run["logs_seen"]) == 3 * 32                   # 256 samples / batch 8
+    assert set(keras_run["logs_seen"]) == {"EagerTensor"}, keras_run["logs_seen"]
+    assert 3 * 32 // 4 <= len(batches) <= 3 * 32 // 3 + 3, len(batches)
+    # One conversion per batch sent and one per epoch, none for the batches left out.
+    assert len(keras_run["converted"]) == len(batches) + len(epochs)
+    assert [e["epoch"] for e in epochs] == [0, 1, 2]
+    assert [e["steps"] for e in epochs] == [32, 32, 32]
+    assert [e["step"] for e in batches if e["step"] == 31] == [31, 31, 31]
+    due = [e["step"] for e in batches if e["step"] != 31]
+    assert all(later - earlier >= 2 for earlier, later in zip(due, due[1:]) if later > earlier)
+    assert all(type(v) is float for e in batches + epochs for v in e["logs"].values())
+
+
+def test_progress_counts_the_batches_an_epoch_event_covers():
+    """The last batches of an epoch may not be sent: the epoch event's step count
+    completes the progress and the global step used for steps/s."""
+    store = MetricsStore()
+    store.feed([{"kind": "train_begin", "rank": 0, "time": 0.0, "epochs": 2, "steps": None,
+                 "mode": "fit"},
+                {"kind": "batch", "rank": 0, "time": 1.0, "epoch": 0, "step": 3, "logs": {}},
+                {"kind": "epoch", "rank": 0, "time": 2.0, "epoch": 0, "logs": {}, "steps": 10},
+                {"kind": "batch", "rank": 0, "time": 3.0, "epoch": 1, "step": 4, "logs": {}}])
+    progress = store.progress(0)
+    assert progress.epoch == 1 and progress.step == 5
+    assert progress.steps_per_second == pytest.approx((10 + 5 - 4) / 2.0)

@@ -8,8 +8,10 @@ plus the fields of its kind:
     train_begin  epochs, steps (None if unknown), mode ("fit" or "evaluate"),
                  running_means (optional: batch logs are means since the epoch began,
                  as Keras' own train_step makes them)
-    batch        epoch, step (both 0-based), logs
-    epoch        epoch (0-based), logs, samples (optional: samples this worker saw)
+    batch        epoch, step (both 0-based), logs; not every batch is sent (at most
+                 a few a second), so a receiver must not count them
+    epoch        epoch (0-based), logs, samples (optional: samples this worker saw),
+                 steps (optional: steps done in that epoch)
     train_end    logs (optional; the results of an evaluate run)
     report       step, epoch (None or float), metrics    (custom training loops)
 
@@ -50,7 +52,7 @@ COMMON_FIELDS = ("kind", "rank", "time")
 KIND_FIELDS: dict[str, tuple[str, ...]] = {
     TRAIN_BEGIN: ("epochs", "steps", "mode", "running_means"),
     BATCH: ("epoch", "step", "logs"),
-    EPOCH: ("epoch", "logs", "samples"),
+    EPOCH: ("epoch", "logs", "samples", "steps"),
     TRAIN_END: ("logs",),
     REPORT: ("step", "epoch", "metrics"),
 }

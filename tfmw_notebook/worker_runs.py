@@ -111,8 +111,11 @@ class WorkerRuns:
         epoch = int(event["epoch"])
         self._enter_epoch(epoch)
         progress.position = float(epoch + 1)
-        if progress.steps:
-            progress.step = progress.steps
+        steps_done = _int_or_none(event.get("steps")) or progress.steps
+        if steps_done:
+            # The epoch's last batches may not have been sent: count them here.
+            progress.step = steps_done
+            self.global_step = self.steps_before_epoch + steps_done
         logs = metric_values(event.get("logs"))
         record = {"epoch": epoch, "x": self.epoch_offset + epoch + 1, "time": time, "logs": logs}
         if event.get("samples") is not None:

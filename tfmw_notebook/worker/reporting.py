@@ -74,6 +74,15 @@ class EventPublisher:
         if event["kind"] in _URGENT_KINDS or now - self._last_flush >= self.min_interval:
             self.flush()
 
+    def batch_due(self) -> bool:
+        """Whether a batch event would go out now (the last publish is `min_interval` old).
+
+        The Keras callback asks before it turns a batch's logs into numbers: that
+        conversion waits for the step to finish on the device, so it is done only for
+        the batches that are sent.
+        """
+        return self._clock() - self._last_flush >= self.min_interval
+
     def report(self, metrics: Mapping[str, Any], step: int | None = None,
                epoch: float | None = None) -> None:
         """A custom training loop's metrics for the dashboard."""
@@ -143,6 +152,12 @@ def keras_callback_class() -> type:
         """Reports a fit or an evaluate through `publisher` as train_begin / batch /
         epoch / train_end events (mode "fit" or "evaluate").
 
+        Keras hands it the step's logs as tensors (`_supports_tf_logs`), and only the
+        batches the publisher will send (`batch_due`, at most every 0.25 s, and each
+        epoch's last) are turned into numbers: converting every batch would make each
+        step wait for the device (a host sync that stalls a GPU's step pipeline).
+        Epoch events are exact.
+
         `samples_per_step`: samples this worker consumes per step (under
         MultiWorkerMirroredStrategy, the global batch size / number of workers); when
         given, epoch events carry "samples" so the summary can show samples/s.
@@ -150,6 +165,7 @@ def keras_callback_class() -> type:
 
         def __init__(self, publisher: EventPublisher, *, samples_per_step: int | None = None):
             super().__init__()
+            self._supports_tf_logs = True   # batch logs stay tensors unless sent
             self.publisher = publisher
             self.samples_per_step = _checked_samples_per_step(samples_per_step)
             self._in_fit = False        # fit runs on_test_* for validation; those are not ours
@@ -171,10 +187,18 @@ def keras_callback_class() -> type:
 
         def on_train_batch_end(self, batch, logs=None):
             self._steps_this_epoch = batch + 1
-            self.publisher.emit(BATCH, epoch=self._epoch, step=batch, logs=metric_values(logs))
+            self._send_batch(self._epoch, batch, logs)
+
+        def _send_batch(self, epoch, batch, logs) -> None:
+            # An epoch's last batch is always sent, so its curve reaches the epoch's
+            # value; Keras waits for the device at each epoch's end anyway.
+            last = (self.params or {}).get("steps") == batch + 1
+            if last or self.publisher.batch_due():
+                self.publisher.emit(BATCH, epoch=epoch, step=batch, logs=metric_values(logs))
 
         def on_epoch_end(self, epoch, logs=None):
-            event = {"epoch": epoch, "logs": metric_values(logs)}
+            event = {"epoch": epoch, "logs": metric_values(logs),
+                     "steps": self._steps_this_epoch}
             if self.samples_per_step:
                 event["samples"] = self._steps_this_epoch * self.samples_per_step
             self.publisher.emit(EPOCH, **event)
@@ -189,7 +213,7 @@ def keras_callback_class() -> type:
 
         def on_test_batch_end(self, batch, logs=None):
             if not self._in_fit:
-                self.publisher.emit(BATCH, epoch=0, step=batch, logs=metric_values(logs))
+                self._send_batch(0, batch, logs)
 
         def on_test_end(self, logs=None):
             if not self._in_fit:
