@@ -96,6 +96,7 @@ def test_bad_flags_are_usage_errors(line, message):
     (lambda: BackupPolicy(directory="b", save_freq="often"), "`save_freq`"),
     (lambda: CellOptions(report="yes"), "`report`. Received: report='yes'. Expected True or False"),
     (lambda: CellOptions(checkpoint={"run_dir": "r"}), "a CheckpointPolicy or None"),
+    (lambda: CellOptions(tensorboard=""), "`tensorboard`. Received: tensorboard=''"),
 ])
 def test_options_check_their_values_where_they_are_made(make, message):
     with pytest.raises(ValueError, match=re.escape(message)) as raised:
@@ -118,3 +119,31 @@ def test_ipython_syntax_is_transformed_and_its_magics_named():
     assert magics_called(source) == ["%time"]
     assert magics_called(python_source("%%time\nx = 1\n")) == ["%%time"]
     assert magics_called(python_source("x = 1\n")) == []
+
+
+def test_tensorboard_flag_names_a_directory_next_to_the_run(tmp_path):
+    options, run_dir = build("", tmp_path)
+    assert options.tensorboard is None
+    options, run_dir = build("--tensorboard", tmp_path)
+    assert options.tensorboard == os.path.join(str(tmp_path), "tfdist_tensorboard",
+                                               os.path.basename(run_dir))
+    options, _ = build("--tensorboard --no-checkpoint", tmp_path)
+    assert os.path.basename(options.tensorboard).startswith("run-")
+    options, _ = build("--tensorboard logs/a", tmp_path)
+    assert options.tensorboard == os.path.join(str(tmp_path), "logs", "a")
+
+
+def test_tensorboard_view_picks_the_directory_to_show(tmp_path):
+    from tfmw_notebook.errors import BadArgument
+    from tfmw_notebook.tensorboard_view import logdir_for
+
+    one, two = tmp_path / "tb" / "run-1", tmp_path / "tb" / "run-2"
+    one.mkdir(parents=True)
+    two.mkdir()
+    assert logdir_for(None, [str(one)], cwd="/") == str(one)
+    assert logdir_for(None, [str(one), str(two), str(one)], cwd="/") == str(tmp_path / "tb")
+    assert logdir_for("tb", [str(one)], cwd=str(tmp_path)) == str(tmp_path / "tb")
+    with pytest.raises(BadArgument, match="no TensorBoard logs yet: train in a "):
+        logdir_for(None, [], cwd="/")
+    with pytest.raises(BadArgument, match="no TensorBoard logs in .*nowhere: it is not a "):
+        logdir_for("nowhere", [], cwd=str(tmp_path))

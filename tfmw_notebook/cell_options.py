@@ -26,6 +26,20 @@ def run_directory(checkpoint_dir: str | None, *, cwd: str, now: float | None = N
     return path
 
 
+TENSORBOARD_ROOT = "tfdist_tensorboard"
+
+
+def tensorboard_directory(asked: str | None, run_dir: str | None, *, cwd: str) -> str | None:
+    """`--tensorboard [DIR]`: DIR, or ./tfdist_tensorboard/<the run's name> (None: off)."""
+    if asked is None:
+        return None
+    if asked:
+        return os.path.abspath(os.path.join(cwd, os.path.expanduser(asked)))
+    name = os.path.basename(run_dir) if run_dir else os.path.basename(
+        run_directory(None, cwd=cwd))
+    return os.path.join(cwd, TENSORBOARD_ROOT, name)
+
+
 def backup_frequency(text: str) -> str | int:
     """`--backup-every`: "epoch" or a number of steps."""
     if text == "epoch":
@@ -71,5 +85,6 @@ def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None
     options = CellOptions(report=dashboard and not args.no_dashboard,
                           quiet_progress=not args.raw_progress, checkpoint=checkpoint,
                           backup=backup,
-                          resume_from=resume.path if resume is not None else None)
+                          resume_from=resume.path if resume is not None else None,
+                          tensorboard=tensorboard_directory(args.tensorboard, run_dir, cwd=cwd))
     return options, run_dir

@@ -249,6 +249,13 @@ class TFCluster:
         return self.call_each([self.workers[0].engine_id], "tfmw_notebook.worker.cell",
                               "missing_magics", [(list(names),)], what="lookup")[0]
 
+    def tensorboard_dirs(self) -> list[str]:
+        """Where the chief's TensorBoard callbacks wrote logs (the only ones kept)."""
+        self._require_workers()
+        return self.call_each([self.workers[0].engine_id],
+                              "tfmw_notebook.worker.tensorboard_logs", "log_dirs", [()],
+                              what="lookup")[0]
+
     def pull(self, names: list[str], rank: int = 0) -> dict[str, Any]:
         """Copy variables from one worker (the chief by default)."""
         self._require_workers()

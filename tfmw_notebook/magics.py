@@ -15,7 +15,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import MagicArgumentParser
 from IPython.utils.process import arg_split
 
-from . import cell_options
+from . import cell_options, tensorboard_view
 from .cell_syntax import magics_called
 from .cluster import COMMUNICATIONS, RemoteValue, TFCluster
 from .errors import BadArgument, TFDistError, WorkerFailed, remote_summary
@@ -123,6 +123,13 @@ def _line_parser() -> _Parser:
     picker.add_argument("directory", nargs="?", default=None,
                         help="a run directory (default: the last run of this session, "
                              "else the newest under ./tfdist_checkpoints)")
+    board = commands.add_parser("tensorboard", help="show the TensorBoard logs of this "
+                                "session's fits inline (the server stops with the cluster)")
+    board.add_argument("directory", nargs="?", default=None,
+                       help="a log directory (default: where this session's TensorBoard "
+                            "callbacks wrote)")
+    board.add_argument("--height", type=_count, default=tensorboard_view.DEFAULT_HEIGHT,
+                       metavar="PX", help="height of the view in pixels")
     commands.add_parser("restart", help="fresh engine processes, same size; variables are reset "
                         "(nothing is replayed)")
     commands.add_parser("stop", help="end every process the cluster started")
@@ -149,6 +156,10 @@ def _cell_parser() -> _Parser:
                         help="no live curves for this cell; Keras prints its own progress")
     parser.add_argument("--raw-progress", action="store_true",
                         help="keep Keras' own progress bars next to the dashboard")
+    parser.add_argument("--tensorboard", nargs="?", const="", default=None, metavar="DIR",
+                        help="TensorBoard logs for this cell's fit() calls (the chief's), in "
+                             "DIR (default ./tfdist_tensorboard/run-<time>); see "
+                             "`%%tfdist tensorboard`")
     parser.add_argument("--no-restore", action="store_true",
                         help="if this cell needs the workers restarted, leave them fresh "
                              "(do not replay the earlier cells)")
@@ -277,6 +288,17 @@ class TFDistMagics(Magics):
 
         return show_checkpoints(self.shell, args.directory, self.session)
 
+    def _tensorboard(self, args):
+        session, cluster = self.session, self.session.cluster
+        known = list(session.tensorboard_dirs)
+        if cluster is not None and cluster.size:
+            known += self._guarded(cluster.tensorboard_dirs)
+        session.tensorboard = self._guarded(lambda: tensorboard_view.shown(
+            session.tensorboard, tensorboard_view.logdir_for(args.directory, known,
+                                                             cwd=os.getcwd()),
+            height=args.height))
+        return session.tensorboard
+
     def _restart(self, args):
         cluster = self._require_cluster()
         self._guarded(cluster.restart)
@@ -313,6 +335,8 @@ class TFDistMagics(Magics):
                 resume_next=session.resume_next, cwd=os.getcwd())
         except ValueError as exc:  # no checkpoint to resume from, a bad option value
             raise UsageError(str(exc)) from None
+        if options.tensorboard and options.tensorboard not in session.tensorboard_dirs:
+            session.tensorboard_dirs.append(options.tensorboard)
         live = None
         if options.report:
             from .widgets.live import LiveRun

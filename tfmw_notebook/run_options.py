@@ -80,7 +80,8 @@ class CellOptions:
     report: send logs to the dashboard; quiet_progress: Keras' own progress bar
     off for calls that did not choose `verbose`; checkpoint / backup: policies
     above (None: off); resume_from: a checkpoint the cell's first fit() starts
-    from.
+    from; tensorboard: a log directory for a TensorBoard callback each fit() gets
+    (unless it has one).
     """
 
     report: bool = False
@@ -88,6 +89,7 @@ class CellOptions:
     checkpoint: CheckpointPolicy | None = None
     backup: BackupPolicy | None = None
     resume_from: str | None = None
+    tensorboard: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("report", "quiet_progress"):
@@ -98,6 +100,7 @@ class CellOptions:
         if self.backup is not None and not isinstance(self.backup, BackupPolicy):
             raise _invalid("backup", self.backup, "a BackupPolicy or None")
         _path("resume_from", self.resume_from, optional=True)
+        _path("tensorboard", self.tensorboard, optional=True)
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,15 @@ class NotebookSession:
     preferences: Preferences = field(default_factory=Preferences)
     resume_next: str | None = None       # a checkpoint the picker chose for the next cell
     last_run: str | None = None          # the last cell's checkpoint run directory
+    tensorboard: Any = None              # the TensorBoardView `%tfdist tensorboard` showed
+    tensorboard_dirs: list[str] = field(default_factory=list)  # --tensorboard directories
 
     def stop_cluster(self) -> None:
+        """Stop the cluster and the TensorBoard server we started for it."""
         cluster, self.cluster = self.cluster, None
+        board, self.tensorboard = self.tensorboard, None
+        if board is not None:
+            board.stop()
         if cluster is not None:
             cluster.stop()
 
@@ -36,6 +42,7 @@ class NotebookSession:
         """Back to a new session's state (the cluster is stopped first)."""
         self.stop_cluster()
         self.history, self.resume_next, self.last_run = None, None, None
+        self.tensorboard_dirs = []
         self.preferences = Preferences()
 
 

@@ -3,10 +3,11 @@
 `Model.fit` and `Model.evaluate` are wrapped once per worker. Before each cell
 the client says what the cell's calls should get (CellOptions): reporting to
 the dashboard (and Keras' own progress bar off, unless the call chose
-`verbose`), checkpoints, a BackupAndRestore for automatic resumption, or a
-checkpoint to resume from. After each fit the worker records what state it
-ended with (fit_state.py); when a cell is replayed (FitState.replay), each fit
-gives that state back instead of training again.
+`verbose`), checkpoints, a BackupAndRestore for automatic resumption, a
+checkpoint to resume from, a TensorBoard callback. Any TensorBoard callback
+keeps the chief's logs only (tensorboard_logs.py). After each fit the worker
+records what state it ended with (fit_state.py); when a cell is replayed
+(FitState.replay), each fit gives that state back instead of training again.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import inspect
 import os
 
 from ..run_options import CellOptions, FitState
-from . import checkpointing, fit_state
+from . import checkpointing, fit_state, tensorboard_logs
 from .reporting import EventPublisher, make_keras_callback
 
 _cell: dict = {"options": CellOptions(), "state": FitState(), "fits": 0, "replayed": 0,
@@ -73,7 +74,12 @@ def _wrapped(method, *, training: bool):
                 kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
         _worker["depth"] += 1
         try:
-            result = method(self, *args, **kwargs)
+            if outermost:
+                with tensorboard_logs.chief_only_logs(_callbacks(args, kwargs, positions),
+                                                      is_chief=_worker["is_chief"]):
+                    result = method(self, *args, **kwargs)
+            else:
+                result = method(self, *args, **kwargs)
         except BaseException:
             if recording:
                 _cell["records"].append(fit_state.failed_fit_record())
@@ -114,6 +120,10 @@ def _argument(name: str, args: tuple, kwargs: dict, positions: dict, default=Non
     return args[index] if index is not None and index < len(args) else default
 
 
+def _callbacks(args: tuple, kwargs: dict, positions: dict) -> list:
+    return list(_argument("callbacks", args, kwargs, positions) or [])
+
+
 def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training: bool) -> list:
     if getattr(model, "_distribute_reduction_method", "unset") is None:
         # tf-keras' "auto" sums the per-batch logs over replicas, though each replica
@@ -134,9 +144,12 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
     _cell["fits"] += 1
     if options.resume_from and _cell["fits"] == 1:
         _resume(model, options.resume_from, kwargs, args, positions)
-    if options.backup is not None:
-        import tensorflow as tf
+    import tensorflow as tf
 
+    if options.tensorboard and not any(isinstance(c, tf.keras.callbacks.TensorBoard)
+                                       for c in _callbacks(args, kwargs, positions)):
+        extra.append(tf.keras.callbacks.TensorBoard(log_dir=options.tensorboard))
+    if options.backup is not None:
         extra.append(tf.keras.callbacks.BackupAndRestore(
             os.path.join(options.backup.directory, f"fit-{_cell['fits']}"),
             save_freq=options.backup.save_freq, delete_checkpoint=True))
