@@ -25,7 +25,7 @@ def ip(terminal_shell, monkeypatch):
     ("start --timeout -5", "expected seconds > 0"),
     ("start --gpus-per-worker x", "expected a whole number, got 'x'"),
     ("", "needs a command: start, attach, status, history, dashboard, checkpointing, restore, "
-         "checkpoints, tensorboard, restart or stop"),
+         "checkpoints, tensorboard, diagnose, restart or stop"),
     ("dashboard maybe", "invalid choice: 'maybe'"),
     ("history", "no training has been recorded yet"),
     ("launch", "invalid choice: 'launch'"),

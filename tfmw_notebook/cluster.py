@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from .cell_syntax import python_source
 from .cell_watch import CellFault, CellWatch, RunResult, dead_ranks
+from .diagnosis import Diagnosis, WorkerTimings
 from .engines import EngineGroup, is_this_host, pid_alive
 from .errors import BadArgument, NoClusterError
 from .limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
@@ -27,6 +28,7 @@ from .tfconfig import EngineReport, launch_environment, local_ranks
 from .worker_setup import Addressing, call_each, make_workers
 
 COMMUNICATIONS = ("auto", "ring", "nccl")
+DEFAULT_STEPS = 20   # steps each part of `diagnose` is timed over
 # After one rank raised, how long the others get to finish before they are taken
 # to be blocked in a collective (then the group is restarted).
 ERROR_GRACE = 3.0
@@ -180,7 +182,8 @@ class TFCluster:
             options: CellOptions | None = None, max_restarts: int = 0,
             restore: bool | None = None, stall: StallLimits | None = None,
             on_data: Callable[[int, dict], None] | None = None,
-            on_stall: Callable[[int, float, str], None] | None = None) -> RunResult:
+            on_stall: Callable[[int, float, str], None] | None = None,
+            record: bool = True) -> RunResult:
         """Run `source` on every worker inside the shared strategy's scope.
 
         `options` say what the cell's Keras calls get (run_options.py); with
@@ -189,7 +192,8 @@ class TFCluster:
         KeyboardInterrupt, after keeping the workers or restarting them and (with
         `restore`, default `self.restore_state`) giving back their state
         (recovery.py). With `max_restarts`, a dead worker or a retryable error
-        restarts and restores the group and runs the cell again.
+        restarts and restores the group and runs the cell again. With `record=False`
+        the cell is not replayed after a restart (it defined nothing later cells need).
         """
         options = _checked_run_arguments(options, max_restarts)
         self._require_workers()
@@ -211,7 +215,8 @@ class TFCluster:
                 notice(f"tfdist: restart {restarts} of {max_restarts} after: "
                        f"{failure.summary}; running the cell again")
                 continue
-            self.state_log.add_cell(source, merge_fit_records(result.fits))
+            if record:
+                self.state_log.add_cell(source, merge_fit_records(result.fits))
             return result
 
     def run_once(self, source: str, *, options: CellOptions, state: FitState,
@@ -255,6 +260,24 @@ class TFCluster:
         return self.call_each([self.workers[0].engine_id],
                               "tfmw_notebook.worker.tensorboard_logs", "log_dirs", [()],
                               what="lookup")[0]
+
+    def diagnose(self, *, model: str | None = None, data: str | None = None,
+                 batch_size: int | None = None, steps: int = DEFAULT_STEPS) -> Diagnosis:
+        """Where a training step's time goes, measured on the workers (diagnosis.py):
+        for the model and data of the last fit(), or the workers' variables named."""
+        self._require_workers()
+        _check_diagnose_arguments(model, data, batch_size, steps)
+        module = "tfmw_notebook.worker.diagnose"
+        problem = self.call_each([self.workers[0].engine_id], module, "problem",
+                                 [(model, data)], what="lookup")[0]
+        if problem:
+            raise BadArgument(problem)
+        self.run(f"__import__({module!r}, fromlist=['measure']).measure({model!r}, {data!r}, "
+                 f"{batch_size!r}, {steps!r})", want_display=False, record=False)
+        ids = [w.engine_id for w in self.workers]
+        rows = self.call_each(ids, module, "last_result", [()] * len(ids), what="lookup")
+        return Diagnosis(tuple(WorkerTimings.from_worker(rank, row)
+                               for rank, row in enumerate(rows)))
 
     def pull(self, names: list[str], rank: int = 0) -> dict[str, Any]:
         """Copy variables from one worker (the chief by default)."""
@@ -375,6 +398,18 @@ def _checked_run_arguments(options, max_restarts) -> CellOptions:
         raise BadArgument(f"Invalid value for argument `options`. Received: "
                           f"options={options!r}. Expected a CellOptions")
     return options
+
+
+def _check_diagnose_arguments(model, data, batch_size, steps) -> None:
+    for name, value in (("model", model), ("data", data)):
+        if value is not None and not (isinstance(value, str) and value.isidentifier()):
+            raise BadArgument(f"Invalid value for argument `{name}`. Received: {name}={value!r}. "
+                              "Expected the name of a variable on the workers")
+    for name, value in (("batch_size", batch_size), ("steps", steps)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise BadArgument(f"Invalid value for argument `{name}`. Received: {name}={value!r}. "
+                              "Expected an integer >= 1")
 
 
 def _check_settings(n, timeout, communication, gpus_per_worker) -> None:

@@ -130,6 +130,17 @@ def _line_parser() -> _Parser:
                             "callbacks wrote)")
     board.add_argument("--height", type=_count, default=tensorboard_view.DEFAULT_HEIGHT,
                        metavar="PX", help="height of the view in pixels")
+    diagnose = commands.add_parser("diagnose", help="where a training step's time goes: "
+                                   "input, compute, all-reduce, per worker, and a verdict")
+    diagnose.add_argument("--model", metavar="NAME", default=None,
+                          help="a compiled model on the workers (default: the last fit's)")
+    diagnose.add_argument("--data", metavar="NAME", default=None,
+                          help="a tf.data pipeline, or (x, y) arrays, on the workers "
+                               "(default: the last fit's)")
+    diagnose.add_argument("--batch-size", type=_count, default=None, metavar="B",
+                          help="global batch size for arrays (default: the last fit's, or 32)")
+    diagnose.add_argument("--steps", type=_count, default=20, metavar="K",
+                          help="steps each part is timed over (default 20)")
     commands.add_parser("restart", help="fresh engine processes, same size; variables are reset "
                         "(nothing is replayed)")
     commands.add_parser("stop", help="end every process the cluster started")
@@ -298,6 +309,11 @@ class TFDistMagics(Magics):
                                                              cwd=os.getcwd()),
             height=args.height))
         return session.tensorboard
+
+    def _diagnose(self, args):
+        cluster = self._require_cluster()
+        return self._guarded(lambda: cluster.diagnose(
+            model=args.model, data=args.data, batch_size=args.batch_size, steps=args.steps))
 
     def _restart(self, args):
         cluster = self._require_cluster()

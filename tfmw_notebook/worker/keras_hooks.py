@@ -22,7 +22,8 @@ from .reporting import EventPublisher, make_keras_callback
 
 _cell: dict = {"options": CellOptions(), "state": FitState(), "fits": 0, "replayed": 0,
                "records": []}
-_worker: dict = {"publisher": None, "rank": 0, "is_chief": True, "world_size": 1, "depth": 0}
+_worker: dict = {"publisher": None, "rank": 0, "is_chief": True, "world_size": 1, "depth": 0,
+                 "last_fit": (None, None, None)}
 
 
 def configure(options: CellOptions, state: FitState) -> None:
@@ -31,6 +32,11 @@ def configure(options: CellOptions, state: FitState) -> None:
         raise TypeError(f"configure() takes CellOptions and FitState, got "
                         f"{type(options).__name__} and {type(state).__name__}")
     _cell.update(options=options, state=state, fits=0, replayed=0, records=[])
+
+
+def last_fit() -> tuple:
+    """(model, x, batch_size) of the last fit() a cell ran on this worker (diagnose.py)."""
+    return _worker["last_fit"]
 
 
 def fit_records() -> list[dict]:
@@ -63,6 +69,11 @@ def _wrapped(method, *, training: bool):
         # fit() validates by calling evaluate(): that inner call gets nothing more.
         outermost = _worker["depth"] == 0
         recording = outermost and training and _cell["state"].state_dir is not None
+        if outermost and training:
+            x, y = _argument("x", args, kwargs, positions), _argument("y", args, kwargs,
+                                                                        positions)
+            _worker["last_fit"] = (self, x if y is None else (x, y),
+                                   _argument("batch_size", args, kwargs, positions))
         if outermost and training and _cell["state"].replay is not None:
             record = _next_replay_record()
             if record is not None:

@@ -1,0 +1,256 @@
+"""Where a training step's time goes, measured on the live cluster (`%tfdist diagnose`).
+
+Every worker runs `measure` at the same time (it uses the strategy's collectives)
+and returns its own timings, in seconds:
+
+    step         one training step of the model, as fit() runs it (train_function)
+    communication  the step's collectives: one all-reduce of tensors shaped like the
+                 model's gradients, with the strategy's own collectives, plus the
+                 step's other collectives (counted in its graph: `collectives`),
+                 each timed as a one-number all-reduce
+    input        one batch from the input pipeline on its own (this worker's share of
+                 the global batch, as fit() distributes it)
+    compute      forward and backward pass on one batch, every worker at once, no
+                 communication
+    alone        the same on this worker while the others wait (its speed alone)
+
+The model's variables and its optimizer's state are put back as they were, so the
+diagnosis trains nothing.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+DEFAULT_STEPS = 20
+WARMUP_STEPS = 3
+ROUNDS = 3
+
+
+def last_fit() -> tuple:
+    """(model, data, batch_size) of this worker's last fit(), or Nones."""
+    from . import keras_hooks
+
+    return keras_hooks.last_fit()
+
+
+_last: dict = {}
+
+
+def problem(model_name: str | None, data_name: str | None) -> str | None:
+    """Why `measure` cannot run with these names (looked up in the worker's namespace),
+    or None. Asked of the chief before every worker starts measuring together."""
+    try:
+        _chosen(model_name, data_name, None)
+    except (LookupError, TypeError) as error:
+        return str(error)
+    return None
+
+
+def measure(model_name: str | None = None, data_name: str | None = None,
+            batch_size: int | None = None, steps: int = DEFAULT_STEPS) -> None:
+    """Time this worker (see the module doc) for the named model and data, by default
+    those of the last fit() in a %%tfdist cell; `last_result()` then holds them."""
+    from .shared_strategy import shared_strategy
+
+    model, data, batch_size = _chosen(model_name, data_name, batch_size)
+    dataset = _as_dataset(data, batch_size)
+    saved = _snapshot(model)
+    _last.clear()
+    try:
+        _last.update(_timings(shared_strategy(), model, dataset, steps))
+    finally:
+        _put_back(model, saved)
+
+
+def last_result() -> dict:
+    return dict(_last)
+
+
+def _chosen(model_name, data_name, batch_size) -> tuple:
+    import tensorflow as tf
+    from IPython import get_ipython
+
+    namespace = get_ipython().user_ns
+    last_model, last_data, last_batch = last_fit()
+    for name in (model_name, data_name):
+        if name is not None and name not in namespace:
+            raise LookupError(f"the workers have no variable named {name!r}")
+    model = namespace[model_name] if model_name else last_model
+    data = namespace[data_name] if data_name else last_data
+    if model is None or data is None:
+        raise LookupError("nothing to diagnose: no fit() has run in a %%tfdist cell yet; "
+                          "train first, or name them: %tfdist diagnose --model M --data D")
+    if not isinstance(model, tf.keras.Model) or getattr(model, "optimizer", None) is None:
+        raise TypeError(f"{model_name or 'the model'} is not a compiled tf.keras model "
+                        f"({type(model).__name__}): compile() it first")
+    return model, data, batch_size or (None if data_name else last_batch)
+
+
+def _timings(strategy, model, dataset, steps: int) -> dict:
+    """Each part timed over `steps` calls, in ROUNDS interleaved rounds (the machine's
+    speed drifts: a part timed only once could land in a slow spell); medians."""
+    import tensorflow as tf
+
+    batches = iter(strategy.experimental_distribute_dataset(dataset))
+    local = iter(strategy.experimental_distribute_dataset(dataset))
+    train = model.make_train_function()
+    gradients_all_reduce, scalar_all_reduce = _all_reduces(strategy, model)
+    batch = next(local)
+    forward_backward = _local_step(strategy, model, batch)
+
+    @tf.function
+    def read():
+        return next(local)
+
+    parts = {"step": lambda: train(batches), "all_reduce": gradients_all_reduce,
+             "latency": scalar_all_reduce, "input": read, "compute": forward_backward}
+    for action in parts.values():
+        _timed(action, WARMUP_STEPS)                    # traces, fills pipelines
+    rounds: dict[str, list[float]] = {name: [] for name in [*parts, "alone"]}
+    for _ in range(ROUNDS):
+        for name, action in parts.items():
+            rounds[name].append(_timed(action, steps))
+        rounds["alone"].append(_alone(strategy, forward_backward, steps,
+                                      barrier=scalar_all_reduce))
+    median = {name: statistics.median(values) for name, values in rounds.items()}
+    in_step = _collectives(train.get_concrete_function(batches))
+    other = max(0, in_step - _collectives(gradients_all_reduce.get_concrete_function()))
+    return {"step": median["step"],
+            "communication": median["all_reduce"] + other * median["latency"],
+            "all_reduce": median["all_reduce"], "collectives": in_step,
+            "input": median["input"], "compute": median["compute"], "alone": median["alone"],
+            "steps": steps, "rounds": ROUNDS,
+            "batch": _batch_size(strategy.experimental_local_results(batch)[0]),
+            "gradient_bytes": sum(int(v.shape.num_elements()) * v.dtype.size
+                                  for v in model.trainable_variables)}
+
+
+def _all_reduces(strategy, model) -> tuple:
+    """An all-reduce of tensors shaped like the model's gradients, and of one number."""
+    import tensorflow as tf
+
+    shapes = [(v.shape, v.dtype) for v in model.trainable_variables]
+    context = tf.distribute.get_replica_context
+    total = tf.distribute.ReduceOp.SUM
+
+    # The values are made in replica context, as a step's gradients are.
+    def gradients_like():
+        return context().all_reduce(total, [tf.zeros(shape, dtype) for shape, dtype in shapes])
+
+    def one_number():
+        return context().all_reduce(total, tf.constant(1.0))
+
+    @tf.function
+    def gradients_all_reduce():
+        return strategy.run(gradients_like)
+
+    @tf.function
+    def scalar_all_reduce():
+        return strategy.run(one_number)
+
+    return gradients_all_reduce, scalar_all_reduce
+
+
+def _local_step(strategy, model, batch):
+    """A step as fit() makes it, in replica context, but with the gradients applied
+    unreduced: nothing in it talks to the other workers."""
+    import tensorflow as tf
+
+    def step(batch):
+        x, y, weights = _unpack(batch)
+        with tf.GradientTape() as tape:
+            predictions = model(x, training=True)
+            loss = model.compiled_loss(y, predictions, weights,
+                                       regularization_losses=model.losses)
+        variables = model.trainable_variables
+        model.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables),
+                                        skip_gradients_aggregation=True)
+        return loss
+
+    @tf.function
+    def local_step():
+        return strategy.run(step, args=(batch,))
+
+    return local_step
+
+
+def _alone(strategy, forward_backward, steps: int, *, barrier) -> float:
+    """Each worker in turn times its local step while the others wait in `barrier` (an
+    all-reduce: every worker passes it once all have arrived)."""
+    rank = strategy.cluster_resolver.task_id
+    mine = 0.0
+    for turn in range(strategy.num_replicas_in_sync):
+        if turn == rank:
+            mine = _timed(forward_backward, steps)
+        _timed(barrier, 1)
+    return mine
+
+
+_COLLECTIVE_OPS = ("CollectiveReduce", "CollectiveGather", "CollectiveBcast",
+                   "CollectiveAllToAll")
+
+
+def _collectives(concrete) -> int:
+    """How many collective operations one call of a traced function launches."""
+    graph = concrete.graph.as_graph_def()
+    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+    return sum(1 for node in nodes if node.op.startswith(_COLLECTIVE_OPS))
+
+
+def _timed(action, count: int) -> float:
+    """Seconds per call of `action`, `count` calls, waiting for the last result."""
+    import tensorflow as tf
+
+    began = time.perf_counter()
+    result = None
+    for _ in range(count):
+        result = action()
+    for tensor in tf.nest.flatten(result, expand_composites=True):
+        if hasattr(tensor, "numpy"):
+            tensor.numpy()      # the device has finished
+    return (time.perf_counter() - began) / count
+
+
+def _as_dataset(data, batch_size: int | None):
+    """The data as fit() would read it: a tf.data pipeline, or (x, y) arrays batched by
+    the global `batch_size` (Keras' default 32); repeated so the measurement never
+    runs out."""
+    import tensorflow as tf
+
+    if isinstance(data, tf.data.Dataset):
+        return data.repeat()
+    return tf.data.Dataset.from_tensor_slices(tuple(data) if isinstance(data, list) else data
+                                              ).batch(batch_size or 32).repeat()
+
+
+def _unpack(batch):
+    if isinstance(batch, (tuple, list)):
+        x = batch[0]
+        y = batch[1] if len(batch) > 1 else None
+        weights = batch[2] if len(batch) > 2 else None
+        return x, y, weights
+    return batch, None, None
+
+
+def _batch_size(batch) -> int:
+    import tensorflow as tf
+
+    features = _unpack(batch)[0]
+    return int(tf.shape(tf.nest.flatten(features)[0])[0])
+
+
+def _snapshot(model) -> list:
+    return [v.numpy() for v in _state(model)]
+
+
+def _put_back(model, saved: list) -> None:
+    for variable, value in zip(_state(model), saved):
+        variable.assign(value)
+    model.reset_metrics()
+
+
+def _state(model) -> list:
+    slots = model.optimizer.variables
+    return list(model.variables) + list(slots() if callable(slots) else slots)
