@@ -25,13 +25,20 @@ DEFAULT_JSON = os.path.join(BENCH_DIR, "results", "latest.json")
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=OVERVIEW.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=5, help="rounds (default 5)")
+    parser.add_argument("--repeat", type=int, default=9,
+                        help="rounds (default 9: a verdict needs a stable median)")
+    parser.add_argument("--job", choices=("dense", "cnn"), default="dense",
+                        help="dense: a small dense model, fast steps (default); cnn: the "
+                             "tutorial's CNN, heavier steps")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 1 round, 30 steps, 10 trivial cells")
     parser.add_argument("--skip-cold", action="store_true",
                         help="start one tfmw cluster up front; measure warm cells only")
     parser.add_argument("--skip-ray", action="store_true",
                         help="do not run Ray Train even if installed")
+    parser.add_argument("--ray-rounds", type=int, default=3, metavar="K",
+                        help="run Ray Train in the first K rounds only (default 3: about "
+                             "100 s a round)")
     parser.add_argument("--threads-experiment", action="store_true",
                         help="also: floor fit with TF's default thread pools vs "
                              "intra = inter = cores // workers")
@@ -44,7 +51,7 @@ def parse_args(argv=None):
         parser.error(f"--repeat must be >= 1, got {args.repeat}")
     if args.quick:
         args.repeat = 1
-    args.epochs, args.steps = (2, 15) if args.quick else (3, 50)
+    args.epochs, args.steps = (2, 15) if args.quick else (3, 50 if args.job == "dense" else 20)
     if args.trivial is None:
         args.trivial = 10 if args.quick else 50
     return args
@@ -65,7 +72,19 @@ def _workdir(job: str) -> tuple[str, str]:
 
 
 def _round(entry, where, args, job, cell_path, workdir, shared, use_ray, index):
-    """floor, tfmw, Ray, threads, in that order; one failing does not stop the others."""
+    """floor, tfmw, Ray, threads, in that order; one failing does not stop the others.
+    The machine's load average is recorded before and after (a busy machine explains
+    an outlying round)."""
+    entry["load_before"] = os.getloadavg()[0]
+    try:
+        _contenders(entry, where, args, job, cell_path, workdir, shared, use_ray, index)
+    finally:
+        entry["load_after"] = os.getloadavg()[0]
+        progress(f"{where} load average {entry['load_before']:.2f} -> "
+                 f"{entry['load_after']:.2f}")
+
+
+def _contenders(entry, where, args, job, cell_path, workdir, shared, use_ray, index):
     floor = attempt(entry, "floor", where, lambda: run_floor(workdir, cell_path))
     if floor:
         progress(f"{where} floor: boot {floor['boot']:.2f} s, cell {floor['cells'][0]:.2f} s, "
@@ -78,7 +97,7 @@ def _round(entry, where, args, job, cell_path, workdir, shared, use_ray, index):
     except Exception as exc:
         tfmw["failed"] = report_failure(where, "tfmw", exc)
 
-    if use_ray:
+    if use_ray and index < args.ray_rounds:
         ray = attempt(entry, "ray", where, lambda: run_ray(job, workdir))
         if ray:
             progress(f"{where} ray: init {ray['init']:.1f} s, first fit {ray['first']:.1f} s, "
@@ -112,7 +131,7 @@ def _announce(report, args) -> None:
 def main(argv=None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, terminate)
-    job = job_cell(args.epochs, args.steps)
+    job = job_cell(args.epochs, args.steps, args.job)
     workdir, cell_path = _workdir(job)
     use_ray = not args.skip_ray and ray_available()
     report = new_report(args, job, "installed" if use_ray else (

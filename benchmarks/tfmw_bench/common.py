@@ -49,8 +49,48 @@ bench_loss = float(_history.history["loss"][-1])
 """
 
 
-def job_cell(epochs: int, steps: int) -> str:
+# The second job, with heavier steps: the CNN of TensorFlow's multi-worker Keras
+# tutorial (64 images per worker per step), on generated 28x28 images.
+CNN_BATCH = 64 * WORKERS
+CNN_CELL = """\
+import time
+import numpy as np
+
+_rng = np.random.default_rng(0)
+_x = _rng.uniform(0, 1, ({samples}, 28, 28)).astype("float32")
+_y = _rng.integers(0, 10, {samples}).astype("int64")
+_options = tf.data.Options()
+_options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+dataset = (tf.data.Dataset.from_tensor_slices((_x, _y)).repeat().batch({batch})
+           .with_options(_options))
+model = tf.keras.Sequential([
+    tf.keras.layers.InputLayer(input_shape=(28, 28)),
+    tf.keras.layers.Reshape(target_shape=(28, 28, 1)),
+    tf.keras.layers.Conv2D(32, 3, activation="relu"),
+    tf.keras.layers.Flatten(),
+    tf.keras.layers.Dense(128, activation="relu"),
+    tf.keras.layers.Dense(10),
+])
+model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              optimizer=tf.keras.optimizers.SGD(learning_rate=0.001), metrics=["accuracy"])
+_began = time.perf_counter()
+_history = model.fit(dataset, epochs={epochs}, steps_per_epoch={steps}, verbose=0)
+bench_fit_seconds = time.perf_counter() - _began
+bench_loss = float(_history.history["loss"][-1])
+"""
+JOBS = {
+    "dense": {"model": f"Dense({UNITS}, relu) -> Dense(1)", "features": FEATURES,
+              "global_batch": GLOBAL_BATCH},
+    "cnn": {"model": "the tutorial's CNN: Conv2D(32, 3) -> Dense(128) -> Dense(10)",
+            "features": "28x28", "global_batch": CNN_BATCH},
+}
+
+
+def job_cell(epochs: int, steps: int, job: str = "dense") -> str:
     """The training cell for `epochs` x `steps` steps (one pass over the data per epoch)."""
+    if job == "cnn":
+        return CNN_CELL.format(samples=CNN_BATCH * steps, batch=CNN_BATCH, epochs=epochs,
+                               steps=steps)
     return JOB_CELL.format(samples=GLOBAL_BATCH * steps, features=FEATURES,
                            batch=GLOBAL_BATCH, units=UNITS, epochs=epochs, steps=steps)
 

@@ -35,8 +35,10 @@ for index in range(fits):
     began = time.perf_counter()
     with strategy.scope():
         exec(code, namespace)
+    import resource
     say(event="fit", index=index, cell_seconds=time.perf_counter() - began,
-        fit_seconds=namespace["bench_fit_seconds"], loss=namespace["bench_loss"])
+        fit_seconds=namespace["bench_fit_seconds"], loss=namespace["bench_loss"],
+        peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
 
@@ -69,8 +71,8 @@ def _pump(index: int, proc, events: queue.Queue) -> None:
 class _Workers:
     """One floor run's processes, their stderr files and the queue their pumps feed."""
 
-    def __init__(self, workdir: str):
-        self.workdir = workdir
+    def __init__(self, workdir: str, size: int):
+        self.workdir, self.size = workdir, size
         self.events: queue.Queue = queue.Queue()
         self.procs: list = []
         self.popen_at: list[float] = []
@@ -96,8 +98,8 @@ class _Workers:
     def collect(self, deadline: float, timeout: float, fits: int):
         """Events until every process exited: (ready stamps, fit lines, exit stamps)."""
         ready, exited = {}, {}
-        fit_lines: dict[int, list] = {i: [] for i in range(WORKERS)}
-        while len(exited) < WORKERS:
+        fit_lines: dict[int, list] = {i: [] for i in range(self.size)}
+        while len(exited) < self.size:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise BenchError(f"floor processes did not finish within {timeout:g} s"
@@ -117,7 +119,7 @@ class _Workers:
                     # The other worker would wait in its collectives forever.
                     raise BenchError(f"floor worker {index} exited with "
                                      f"{message['returncode']}" + self.stderr_tails())
-        if len(ready) < WORKERS or any(len(fit_lines[i]) < fits for i in range(WORKERS)):
+        if len(ready) < self.size or any(len(fit_lines[i]) < fits for i in range(self.size)):
             raise BenchError("a floor worker exited without reporting" + self.stderr_tails())
         return ready, fit_lines, exited
 
@@ -147,7 +149,7 @@ class _Workers:
 
 
 def run_floor(workdir: str, cell_path: str, *, threads: int = 0, fits: int = 1,
-              timeout: float = FLOOR_TIMEOUT) -> dict:
+              timeout: float = FLOOR_TIMEOUT, size: int = WORKERS) -> dict:
     """N hand-started workers. Times: boot = Popen -> last worker 'ready' (interpreter
     start, TF import and MWMS creation count), cell/fit = the chief's in-process time of
     fit number i, wall = Popen -> every process exited."""
@@ -155,21 +157,22 @@ def run_floor(workdir: str, cell_path: str, *, threads: int = 0, fits: int = 1,
     if not os.path.exists(script):
         with open(script, "w") as f:
             f.write(FLOOR_WORKER)
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(WORKERS)]}
-    workers = _Workers(workdir)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in free_ports(size)]}
+    workers = _Workers(workdir, size)
     began = time.monotonic()
     try:
-        for index in range(WORKERS):
+        for index in range(size):
             workers.spawn(index, [sys.executable, script, cell_path, str(threads), str(fits)],
                           cluster)
         ready, fit_lines, exited = workers.collect(began + timeout, timeout, fits)
         chief = fit_lines[0]
         return {
             "boot": max(ready.values()) - began,
-            "boot_per_worker": [ready[i] - workers.popen_at[i] for i in range(WORKERS)],
+            "boot_per_worker": [ready[i] - workers.popen_at[i] for i in range(size)],
             "cells": [line["cell_seconds"] for line in chief],
             "fits": [line["fit_seconds"] for line in chief],
             "loss": chief[-1]["loss"],
+            "peak_rss_mb": [fit_lines[i][-1].get("peak_rss_mb") for i in range(size)],
             "wall": max(exited.values()) - began,
         }
     finally:

@@ -46,9 +46,10 @@ def run_ray(job: str, workdir: str) -> dict:
         for name in ("first", "second"):
             trainer = TensorflowTrainer(
                 _ray_train_loop, train_loop_config={"cell": job},
+                # Ray Train 2.x (V2) rejects `trainer_resources`: its controller is an
+                # actor of its own that asks for no CPU.
                 scaling_config=ScalingConfig(num_workers=WORKERS, use_gpu=False,
-                                             resources_per_worker={"CPU": 1},
-                                             trainer_resources={"CPU": 0}),
+                                             resources_per_worker={"CPU": 1}),
                 run_config=RunConfig(storage_path=os.path.join(workdir, "ray"),
                                      name=f"bench-{name}-{time.time_ns()}"))
             began = time.perf_counter()

@@ -7,10 +7,11 @@ import importlib.metadata
 import json
 import os
 import platform
+import random
 import socket
 import statistics
 
-from .common import FEATURES, GLOBAL_BATCH, UNITS, WORKERS
+from .common import JOBS, WORKERS
 
 GOALS = {  # metric -> (comparison, bound, text)
     "boot": ("<=", 1.30, "<= 1.30x"),
@@ -88,8 +89,7 @@ def new_report(args, job: str, ray_status: str) -> dict:
         "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
         "machine": machine_info(),
         "args": {k: v for k, v in vars(args).items() if k != "json"},
-        "job": {"workers": WORKERS, "model": f"Dense({UNITS}, relu) -> Dense(1)",
-                "features": FEATURES, "global_batch": GLOBAL_BATCH, "epochs": args.epochs,
+        "job": {"name": args.job, "workers": WORKERS, **JOBS[args.job], "epochs": args.epochs,
                 "steps_per_epoch": args.steps, "steps": args.epochs * args.steps,
                 "keras": "tf-keras", "strategy": "MultiWorkerMirroredStrategy", "cell": job},
         "rounds": [],
@@ -173,17 +173,59 @@ def summarize(rounds: list[dict], steps: int) -> dict:
         "threads_split_vs_default": ratio(s["threads_split_warm_fit"],
                                           s["threads_default_warm_fit"]),
     }
-    s["goals"] = goals(s)
+    s["goals"] = goals(s, rounds)
     return s
 
 
-def goals(s: dict) -> dict:
-    """Each goal's value (a ratio, or the trivial cell's median ms) and whether it was met."""
+# Each goal's value per round: paired, so that a slow spell of the machine (which hits
+# both contenders of a round alike) cancels out of the ratio.
+PER_ROUND = {
+    "boot": lambda e: e["tfmw"]["boot"] / e["floor"]["boot"],
+    "fit_warm": lambda e: e["tfmw"]["warm"]["seconds"] / e["floor"]["cells"][0],
+    "dashboard": lambda e: (e["tfmw"]["dashboard"]["off"]["seconds"]
+                            / e["tfmw"]["dashboard"]["on"]["seconds"]),
+    "trivial_ms": lambda e: statistics.median(e["tfmw"]["trivial_ms"]),
+}
+CONFIDENCE = 0.90
+RESAMPLES = 4000
+
+
+def per_round(rounds: list[dict], key: str) -> list[float]:
+    values = []
+    for entry in rounds:
+        try:
+            values.append(PER_ROUND[key](entry))
+        except (KeyError, TypeError, IndexError, ZeroDivisionError, statistics.StatisticsError):
+            pass   # a contender failed in that round
+    return values
+
+
+def median_interval(values: list[float], confidence: float = CONFIDENCE,
+                    resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float] | None:
+    """A bootstrap interval for the median of `values` (None with fewer than 3)."""
+    if len(values) < 3:
+        return None
+    generator = random.Random(seed)
+    medians = sorted(statistics.median(generator.choices(values, k=len(values)))
+                     for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    return medians[int(tail * resamples)], medians[int((1 - tail) * resamples) - 1]
+
+
+def goals(s: dict, rounds: list[dict] | None = None) -> dict:
+    """Each goal: the per-round values' median, a bootstrap interval for it, and a
+    verdict: met or missed when the whole interval is on one side of the bound, None
+    (inconclusive) when it straddles the bound or there are too few rounds."""
     out = {}
     for key, (op, bound, text) in GOALS.items():
-        value = s["trivial_ms"]["median"] if key == "trivial_ms" and s["trivial_ms"] else \
-            s["ratios"].get(key)
-        met = None if value is None else {"<=": value <= bound, ">=": value >= bound,
-                                          "<": value < bound}[op]
-        out[key] = {"goal": text, "value": value, "met": met}
+        values = per_round(rounds or [], key)
+        value = statistics.median(values) if values else None
+        interval = median_interval(values)
+        met = None
+        if interval is not None:
+            passes = [{"<=": v <= bound, ">=": v >= bound, "<": v < bound}[op]
+                      for v in interval]
+            met = passes[0] if passes[0] == passes[1] else None
+        out[key] = {"goal": text, "value": value, "interval": interval, "met": met,
+                    "n": len(values)}
     return out

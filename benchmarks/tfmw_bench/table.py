@@ -32,11 +32,18 @@ def ratio_text(value) -> str:
 
 
 def goal_text(summary: dict, key: str | None) -> str:
+    """The goal, and its verdict from the per-round values' median and its 90% interval:
+    "ok" / "MISSED" when the whole interval is on one side, else "inconclusive"."""
     goal = summary["goals"].get(key) if key else None
     if not goal:
         return ""
-    verdict = "" if goal["met"] is None else (" ok" if goal["met"] else " MISSED")
-    return goal["goal"] + verdict
+    interval = goal.get("interval")
+    if interval is None:
+        return goal["goal"] + " (too few rounds for a verdict)"
+    unit = " ms" if key == "trivial_ms" else "x"
+    verdict = {True: "ok", False: "MISSED", None: "inconclusive"}[goal["met"]]
+    return (f"{goal['goal']} {verdict} (per round {goal['value']:.2f}{unit}, 90% "
+            f"{interval[0]:.2f}-{interval[1]:.2f})")
 
 
 def print_table(report: dict, use_ray: bool, threads_split: int | None) -> None:
@@ -65,7 +72,8 @@ def _header(report: dict) -> list[str]:
         f"ipyparallel {m['ipyparallel']}",
         f"load average (1 min) start {m['loadavg_at_start'][0]:.2f}, "
         f"end {m.get('loadavg_at_end', [float('nan')])[0]:.2f}",
-        f"job: {j['workers']} workers, {j['model']}, {j['features']} features, global batch "
+        f"job {j.get('name', 'dense')}: {j['workers']} workers, {j['model']}, "
+        f"{j['features']} features, global batch "
         f"{j['global_batch']}, {j['epochs']}x{j['steps_per_epoch']} = {j['steps']} steps; "
         f"rounds: {len(report['rounds'])}" + ("" if report["complete"] else " (INCOMPLETE)"),
         "medians [min-max] in seconds unless noted; ratio = tfmw / floor (of medians)",
