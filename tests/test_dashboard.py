@@ -68,6 +68,29 @@ def test_image_is_redrawn_at_most_twice_a_second():
     assert len(image_updates(dashboard)) == drawn + 1
 
 
+def test_a_slow_drawing_is_redrawn_less_often(monkeypatch):
+    """Drawing at most DRAW_SHARE of the time: a 0.1 s drawing waits 2 s for the next."""
+    from tfmw_notebook.widgets import dashboard as module
+
+    clock = FakeClock()
+    real_render = module.render_curves_png
+
+    def slow_render(store):
+        clock.now += 0.1
+        return real_render(store)
+
+    monkeypatch.setattr(module, "render_curves_png", slow_render)
+    dashboard = Dashboard(MetricsStore(), min_redraw_interval=0.5, clock=clock)
+    dashboard.feed(begin(0, steps=100))
+    drawn = len(image_updates(dashboard))
+    clock.now += 1.0
+    dashboard.feed([batch(0, 0, loss=1.0)])
+    assert len(image_updates(dashboard)) == drawn          # 1.1 s since: not yet
+    clock.now += 1.0
+    dashboard.feed([batch(0, 1, loss=0.5)])
+    assert len(image_updates(dashboard)) == drawn + 1      # 2.1 s since
+
+
 def test_a_stale_image_is_drawn_by_refresh_once_due_or_when_forced():
     clock = FakeClock()
     dashboard = Dashboard(MetricsStore(), clock=clock)

@@ -28,8 +28,13 @@ _log = logging.getLogger("tfmw_notebook")
 # The hub counts an engine as registered at its first heartbeat: with the default
 # 3 s period that alone made start-up ~5 s slower. Beats are answered by zmq in a
 # C thread, so a busy engine still answers; 20 misses (5 s) mark one dead.
-_CONTROLLER_ARGS = ["--HeartMonitor.period=250", "--HeartMonitor.max_heartmonitor_misses=20"]
+# Schedulers as threads of the controller, not eight processes of their own: each would
+# start an interpreter and import ipyparallel while the engines import TensorFlow.
+_CONTROLLER_ARGS = ["--HeartMonitor.period=250", "--HeartMonitor.max_heartmonitor_misses=20",
+                    "--IPController.use_threads=True"]
 _CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.controller"]
+# Our engines: ipyparallel's, with TensorFlow's import begun at once (worker/engine_main.py).
+_ENGINE_COMMAND = [sys.executable, "-m", "tfmw_notebook.worker.engine_main"]
 _PROBE_SECONDS = 3.0   # a connect to the controller that takes longer counts as no answer
 _SIGNAL_SECONDS = 5.0  # how long a nanny on another host gets to confirm a kill
 
@@ -67,6 +72,7 @@ class EngineGroup:
         self.ids: list[int] = []
         self._retired: set[int] = set()
         self._engine_kwargs: dict = {}  # how our engines were launched, to launch alike
+        self._engine_argv: list[str] = list(ipengine_cmd_argv)
         self.url_file: str | None = None  # the connection file we attached by, if any
         self.network: PrivateNetwork | None = None  # our engines' private network, if any
 
@@ -86,25 +92,33 @@ class EngineGroup:
         kwargs = {"profile_dir": profile_dir} if profile_dir else {}
         controller_args = list(_CONTROLLER_ARGS)
         engine_kwargs: dict = {}
+        # With the environment TF needs at import, engines start importing it at once.
+        engine_argv = ipengine_cmd_argv if environment is None else _ENGINE_COMMAND
         if network is not None:
             controller_args += ["--IPController.engine_transport=ipc",
                                 f"--IPController.engine_ip={network.socket_dir}/engine"]
-            engine_kwargs["engine_cmd"] = network.command_prefix() + ipengine_cmd_argv
+        engine_kwargs["engine_cmd"] = (network.command_prefix() if network is not None
+                                       else []) + engine_argv
         # ipyparallel's own warnings (engine logs of killed engines) would land in
-        # the cell; we report failures ourselves.
+        # the cell; we report failures ourselves. Engines read the controller's
+        # connection file (they wait for it), so they can start before it exists.
         cluster = ipp.Cluster(n=n, delay=0, log_level=logging.ERROR,
-                              controller_args=controller_args, **kwargs)
-        # Our engines end with this kernel; with the environment TF needs at import,
-        # they also start importing TensorFlow at once (see worker/preimport.py).
+                              controller_args=controller_args,
+                              send_engines_connection_env=False, **kwargs)
+        # Our engines end with this kernel.
         # (__import__: the startup command runs in the user's namespace; bind nothing there)
         startup = "__import__('tfmw_notebook.orphan_guard', fromlist=['start']).start()"
         if environment is not None:
-            startup += "; __import__('tfmw_notebook.worker.preimport')"
             engine_kwargs["environment"] = dict(environment)
-        engine_kwargs["engine_args"] = [f"--IPEngine.startup_command={startup}"]
+        # No nanny process per engine: it would start while TensorFlow is imported,
+        # and engines we start are on this host, killed by pid (see kill()).
+        engine_kwargs["engine_args"] = [f"--IPEngine.startup_command={startup}",
+                                        "--IPEngine.enable_nanny=False"]
         try:
-            cluster.start_controller_sync(controller_cmd=_CONTROLLER_COMMAND)
+            # Engines first: their interpreter and TensorFlow start while the
+            # controller comes up, instead of after it.
             cluster.start_engines_sync(n, **engine_kwargs)
+            cluster.start_controller_sync(controller_cmd=_CONTROLLER_COMMAND)
             client = cluster.connect_client_sync()
         except KeyboardInterrupt:
             _quietly(cluster.stop_cluster_sync)
@@ -116,6 +130,7 @@ class EngineGroup:
             raise ClusterSetupError(f"could not start ipyparallel engines: {exc}") from exc
         group = cls(client, cluster, owned=True)
         group._engine_kwargs = engine_kwargs
+        group._engine_argv = engine_argv
         group.network = network
         try:
             group.ids = group._wait_for_new_engines(n, time.monotonic() + timeout)
@@ -286,7 +301,7 @@ class EngineGroup:
             if self.network is not None and not self.network.is_open():
                 self.network.reopen()   # its keeper was killed: a new private network
                 self._engine_kwargs["engine_cmd"] = (self.network.command_prefix()
-                                                     + ipengine_cmd_argv)
+                                                     + self._engine_argv)
             self.cluster.start_engines_sync(n, **self._engine_kwargs)
         except Exception as exc:  # the launcher's own failure: say whose it is
             raise ClusterSetupError(

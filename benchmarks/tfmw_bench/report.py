@@ -25,7 +25,8 @@ GOALS = {  # metric -> (comparison, bound, text)
 COLUMNS = {
     "floor_boot": (("floor", "boot"), None),
     "floor_cell": (("floor", "cells"), 0),
-    "floor_fit": (("floor", "fits"), 0),
+    "floor_warm_cell": (("floor", "warm_cell"), None),
+    "floor_fit": (("floor", "warm_fit"), None),
     "floor_wall": (("floor", "wall"), None),
     "tfmw_boot": (("tfmw", "boot"), None),
     "tfmw_cold_cell": (("tfmw", "cold", "seconds"), None),
@@ -164,7 +165,7 @@ def summarize(rounds: list[dict], steps: int) -> dict:
     s["ratios"] = {
         "boot": ratio(s["tfmw_boot"], s["floor_boot"]),
         "fit_cold": ratio(s["tfmw_cold_cell"], s["floor_cell"]),
-        "fit_warm": ratio(s["tfmw_warm_cell"], s["floor_cell"]),
+        "fit_warm": ratio(s["tfmw_warm_cell"], s["floor_warm_cell"]),
         "model_fit_warm": ratio(s["tfmw_warm_fit"], s["floor_fit"]),
         "wall": ratio(s["tfmw_wall"], s["floor_wall"]),
         "tfmw_wall_vs_ray_first": ratio(s["tfmw_wall"], s["ray_first"]),
@@ -181,7 +182,7 @@ def summarize(rounds: list[dict], steps: int) -> dict:
 # both contenders of a round alike) cancels out of the ratio.
 PER_ROUND = {
     "boot": lambda e: e["tfmw"]["boot"] / e["floor"]["boot"],
-    "fit_warm": lambda e: e["tfmw"]["warm"]["seconds"] / e["floor"]["cells"][0],
+    "fit_warm": lambda e: e["tfmw"]["warm"]["seconds"] / e["floor"]["warm_cell"],
     "dashboard": lambda e: (e["tfmw"]["dashboard"]["off"]["seconds"]
                             / e["tfmw"]["dashboard"]["on"]["seconds"]),
     "trivial_ms": lambda e: statistics.median(e["tfmw"]["trivial_ms"]),

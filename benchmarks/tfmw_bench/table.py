@@ -85,7 +85,8 @@ def _contenders(s: dict) -> list[str]:
     rows = [
         ("boot (start -> ready) s", s["floor_boot"], s["tfmw_boot"], r["boot"], "boot"),
         ("fit (cold cell) s", s["floor_cell"], s["tfmw_cold_cell"], r["fit_cold"], None),
-        ("fit (warm cell) s", s["floor_cell"], s["tfmw_warm_cell"], r["fit_warm"], "fit_warm"),
+        ("fit (warm cell) s", s["floor_warm_cell"], s["tfmw_warm_cell"], r["fit_warm"],
+         "fit_warm"),
         ("  model.fit alone (warm) s", s["floor_fit"], s["tfmw_warm_fit"], r["model_fit_warm"],
          None),
         ("wall (start -> trained) s", s["floor_wall"], s["tfmw_wall"], r["wall"], None),

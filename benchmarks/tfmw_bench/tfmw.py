@@ -13,6 +13,7 @@ from .common import (
     CELL_TIMEOUT,
     START_TIMEOUT,
     TRIVIAL_TIMEOUT,
+    WARM_CELLS,
     WORKERS,
     BenchError,
     live_clusters,
@@ -116,6 +117,16 @@ def dashboard_cell(cluster, job: str, *, on: bool) -> dict:
     return result
 
 
+def _median_of(results: list[dict]) -> dict:
+    """Several runs of one cell as one: the median of each number, and every wall time."""
+    merged = {"all": [r["seconds"] for r in results]}
+    for key in results[0]:
+        values = [r[key] for r in results if isinstance(r.get(key), (int, float))]
+        if values and len(values) == len(results):
+            merged[key] = statistics.median(values)
+    return merged
+
+
 def tfmw_round(out: dict, where: str, job: str, trivial: int, shared,
                *, dashboard_on_first: bool) -> None:
     """Cold start and cell (unless a shared cluster is given), warm cell, trivial cells,
@@ -128,17 +139,23 @@ def tfmw_round(out: dict, where: str, job: str, trivial: int, shared,
             out["cold"] = tfmw_cell(cluster, job, options=CellOptions())
             progress(f"{where} tfmw cold cell {out['cold']['seconds']:.2f} s "
                      f"(model.fit {out['cold']['fit']:.2f} s)")
-        out["warm"] = tfmw_cell(cluster, job, options=CellOptions())
-        progress(f"{where} tfmw warm cell {out['warm']['seconds']:.2f} s "
+        out["warm"] = _median_of([tfmw_cell(cluster, job, options=CellOptions())
+                                  for _ in range(WARM_CELLS)])
+        progress(f"{where} tfmw warm cells "
+                 f"{', '.join(f'{c:.2f}' for c in out['warm']['all'])} s "
                  f"(model.fit {out['warm']['fit']:.2f} s)")
         out["trivial_ms"] = trivial_cells(cluster, trivial)
         progress(f"{where} trivial cell: median {statistics.median(out['trivial_ms']):.1f} ms "
                  f"over {trivial}")
-        out["dashboard"] = {}
-        for on in ((True, False) if dashboard_on_first else (False, True)):
-            name = "on" if on else "off"
-            out["dashboard"][name] = dashboard_cell(cluster, job, on=on)
-            progress(f"{where} dashboard {name}: cell {out['dashboard'][name]['seconds']:.2f} s")
+        # Off and on alternate, WARM_CELLS pairs; each side's median is the round's.
+        cells: dict[str, list] = {"off": [], "on": []}
+        for _ in range(WARM_CELLS):
+            for on in ((True, False) if dashboard_on_first else (False, True)):
+                cells["on" if on else "off"].append(dashboard_cell(cluster, job, on=on))
+        out["dashboard"] = {name: _median_of(runs) for name, runs in cells.items()}
+        progress(f"{where} dashboard off "
+                 f"{', '.join(f'{c:.2f}' for c in out['dashboard']['off']['all'])} s, on "
+                 f"{', '.join(f'{c:.2f}' for c in out['dashboard']['on']['all'])} s")
     finally:
         if cluster is not None and cluster is not shared:
             out["stop"] = tfmw_stop(cluster)

@@ -17,6 +17,9 @@ import ipywidgets as widgets
 
 from ..metrics import VAL_PREFIX, MetricsStore, WorkerProgress
 
+# Drawing takes the kernel's CPU, which on a small machine the workers need too: the
+# curves are redrawn no more often than keeps drawing under this share of the time.
+DRAW_SHARE = 0.05
 # Beyond this many points per line, drawing slows the kernel and shows nothing new.
 _MAX_POINTS_PER_LINE = 2000
 # Figures are drawn at SCALE times the pixels of the size they are shown at (CSS px, 80
@@ -233,6 +236,7 @@ class Dashboard:
         self.min_redraw_interval = min_redraw_interval
         self._clock = clock
         self._last_redraw = -float("inf")
+        self._interval = min_redraw_interval   # grows when a drawing takes long
         self._stale = True              # the image does not show everything in the store yet
         self.redraws = 0
         self.image = sharp_image()
@@ -253,7 +257,7 @@ class Dashboard:
         """Update progress and latest values; redraw the curves if due (or `force`)."""
         self._show_progress()
         self._show_latest()
-        due = self._clock() - self._last_redraw >= self.min_redraw_interval
+        due = self._clock() - self._last_redraw >= self._interval
         if force or (self._stale and due):
             self._redraw()
 
@@ -265,8 +269,11 @@ class Dashboard:
         return summary_text(self.store.summary())
 
     def _redraw(self) -> None:
+        began = self._clock()
         show_figure(self.image, render_curves_png(self.store))
         self._last_redraw = self._clock()
+        self._interval = max(self.min_redraw_interval,
+                             (self._last_redraw - began) / DRAW_SHARE)
         self._stale = False
         self.redraws += 1
 

@@ -1,0 +1,111 @@
+"""Where `TFCluster.start(2)` spends its time, next to the floor's boot, round by round.
+
+    python benchmarks/boot_profile.py [--rounds 7]
+
+Phases (seconds from the call): the controller up, the engine processes launched,
+the client connected, every engine registered, then the workers made (TF_CONFIG
+handshake, TensorFlow imported, strategy created). The floor is bench.py's: two
+processes started with TF_CONFIG, until both printed "ready".
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import inspect
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from tfmw_bench.common import cleanup, job_cell, live_clusters, progress  # noqa: E402
+from tfmw_bench.floor import run_floor  # noqa: E402
+
+PHASES = ("controller", "engines launched", "client", "registered", "workers made")
+
+
+def instrument(marks: dict):
+    """Record when each phase of TFCluster.start ends, relative to marks['began']."""
+    import ipyparallel as ipp
+    import tfmw_notebook.cluster as cluster_module
+    from tfmw_notebook import engines
+
+    def timed(owner, name, phase):
+        original = getattr(owner, name)
+
+        def mark():
+            marks[phase] = time.perf_counter() - marks["began"]
+
+        if inspect.iscoroutinefunction(original):
+            async def wrapper(*args, **kwargs):
+                result = await original(*args, **kwargs)
+                mark()
+                return result
+        else:
+            def wrapper(*args, **kwargs):
+                result = original(*args, **kwargs)
+                mark()
+                return result
+
+        setattr(owner, name, wrapper)
+
+    # Cluster's *_sync methods run these coroutines.
+    timed(ipp.Cluster, "start_controller", "controller")
+    timed(ipp.Cluster, "start_engines", "engines launched")
+    timed(ipp.Cluster, "connect_client", "client")
+    timed(engines.EngineGroup, "_wait_for_new_engines", "registered")
+    timed(cluster_module, "make_workers", "workers made")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args(argv)
+    workdir = tempfile.mkdtemp(prefix="tfmw-boot-")
+    atexit.register(shutil.rmtree, workdir, ignore_errors=True)
+    os.environ["IPYTHONDIR"] = os.path.join(workdir, "ipython")
+    cell_path = os.path.join(workdir, "job_cell.py")
+    with open(cell_path, "w") as f:
+        f.write(job_cell(1, 5))
+    from tfmw_notebook import TFCluster
+
+    marks: dict = {}
+    instrument(marks)
+    floors, rounds = [], []
+    try:
+        for index in range(args.rounds):
+            floors.append(run_floor(workdir, cell_path)["boot"])
+            marks.clear()
+            marks["began"] = time.perf_counter()
+            cluster = TFCluster.start(2)
+            live_clusters.append(cluster)
+            total = time.perf_counter() - marks["began"]
+            rounds.append({**{p: marks.get(p) for p in PHASES}, "total": total})
+            cluster.stop()
+            live_clusters.remove(cluster)
+            progress(f"round {index + 1}: floor {floors[-1]:.2f} s, tfmw {total:.2f} s ("
+                     + ", ".join(f"{p} {marks.get(p, float('nan')):.2f}" for p in PHASES)
+                     + f"); load {os.getloadavg()[0]:.2f}")
+    finally:
+        cleanup()
+    if not rounds:
+        return 1
+    print(f"{'phase ends at (s)':<24}{'median':>8}{'min':>8}{'max':>8}")
+    for phase in (*PHASES, "total"):
+        values = [r[phase] for r in rounds if r[phase] is not None]
+        print(f"{phase:<24}{statistics.median(values):>8.2f}{min(values):>8.2f}"
+              f"{max(values):>8.2f}")
+    print(f"{'floor boot':<24}{statistics.median(floors):>8.2f}{min(floors):>8.2f}"
+          f"{max(floors):>8.2f}")
+    ratios = [r["total"] / f for r, f in zip(rounds, floors)]
+    print(f"tfmw / floor per round: median {statistics.median(ratios):.2f}x "
+          f"[{min(ratios):.2f}-{max(ratios):.2f}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
