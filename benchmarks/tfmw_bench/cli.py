@@ -54,6 +54,9 @@ def parse_args(argv=None):
                              "intra = inter = cores // workers")
     parser.add_argument("--trivial", type=int, default=None,
                         help="trivial cells per round (default 50, 10 with --quick)")
+    parser.add_argument("--report", metavar="PATH", default=None,
+                        help="print the table of a saved run (its JSON) again, with this "
+                             "version's summary and verdicts; runs nothing")
     parser.add_argument("--json", default=DEFAULT_JSON, metavar="PATH",
                         help="where to write the results (default benchmarks/results/latest.json)")
     args = parser.parse_args(argv)
@@ -151,8 +154,20 @@ def _warm_the_notebook_side() -> None:
     render_curves_png(MetricsStore())
 
 
+def _reprint(path: str) -> int:
+    import json
+
+    with open(path) as f:
+        report = json.load(f)
+    report["summary"] = summarize(report["rounds"], report["job"]["steps"])
+    print_table(report, report["ray"] == "installed", None)
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.report:
+        return _reprint(args.report)
     signal.signal(signal.SIGTERM, terminate)
     job = job_cell(args.epochs, args.steps, args.job)
     workdir, cell_path = _workdir(job)

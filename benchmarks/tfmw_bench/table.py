@@ -32,8 +32,9 @@ def ratio_text(value) -> str:
 
 
 def goal_text(summary: dict, key: str | None) -> str:
-    """The goal, and its verdict from the per-round values' median and its 90% interval:
-    "ok" / "MISSED" when the whole interval is on one side, else "inconclusive"."""
+    """The goal and its verdict: the figure (a ratio of fast modes, or the trivial cell's
+    median) and its 90% interval; "ok" / "MISSED" when the whole interval is on one side,
+    else "inconclusive"."""
     goal = summary["goals"].get(key) if key else None
     if not goal:
         return ""
@@ -42,7 +43,8 @@ def goal_text(summary: dict, key: str | None) -> str:
         return goal["goal"] + " (too few rounds for a verdict)"
     unit = " ms" if key == "trivial_ms" else "x"
     verdict = {True: "ok", False: "MISSED", None: "inconclusive"}[goal["met"]]
-    return (f"{goal['goal']} {verdict} (per round {goal['value']:.2f}{unit}, 90% "
+    figure = "median" if key == "trivial_ms" else "fast modes"
+    return (f"{goal['goal']} {verdict} ({figure} {goal['value']:.2f}{unit}, 90% "
             f"{interval[0]:.2f}-{interval[1]:.2f})")
 
 
