@@ -27,7 +27,6 @@ COLUMNS = {
     "floor_cell": (("floor", "cells"), 0),
     "floor_warm_cell": (("floor", "warm_cell"), None),
     "floor_fit": (("floor", "warm_fit"), None),
-    "floor_wall": (("floor", "wall"), None),
     "tfmw_boot": (("tfmw", "boot"), None),
     "tfmw_cold_cell": (("tfmw", "cold", "seconds"), None),
     "tfmw_cold_fit": (("tfmw", "cold", "fit"), None),
@@ -156,7 +155,10 @@ def summarize(rounds: list[dict], steps: int) -> dict:
          for key, (path, index) in COLUMNS.items()}
     s["trivial_ms"] = stats(ms for values in _column(rounds, ("tfmw", "trivial_ms"))
                             for ms in values)
-    # tfmw cold wall = start + cold cell, per round
+    # start -> trained = start + cold cell, per round, on both sides (the floor's
+    # processes go on to fit again, so their exit is no end point)
+    s["floor_wall"] = stats([e["floor"]["boot"] + e["floor"]["cells"][0] for e in rounds
+                             if _ok(e.get("floor")) and e["floor"].get("cells")])
     s["tfmw_wall"] = stats([e["tfmw"]["boot"] + e["tfmw"]["cold"]["seconds"] for e in rounds
                             if "boot" in e.get("tfmw", {}) and "cold" in e["tfmw"]])
     for name in ("off", "on"):
