@@ -10,9 +10,11 @@ and returns its own timings, in seconds:
                  each timed as a one-number all-reduce
     input        one batch from the input pipeline on its own (this worker's share of
                  the global batch, as fit() distributes it)
-    compute      forward and backward pass on one batch, every worker at once, no
-                 communication
+    compute      a local step on one batch: forward, backward and the update with the
+                 gradients applied unreduced; every worker at once, no communication
     alone        the same on this worker while the others wait (its speed alone)
+
+Each part is timed over `steps` calls in ROUNDS interleaved rounds; medians.
 
 The model's variables and its optimizer's state are put back as they were, so the
 diagnosis trains nothing.
