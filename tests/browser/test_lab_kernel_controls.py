@@ -34,9 +34,12 @@ def write_notebook(root, name, cells):
 
 
 def workers_running(server):
-    """Engine processes below the server (through its kernel), not their nannies (which
-    run the same command, as the engines' children)."""
-    engines = [p for p in server.descendants() if "ipyparallel.engine" in " ".join(_cmdline(p))]
+    """Engine processes below the server (through its kernel): %tfdist start launches
+    `tfmw_notebook.worker.engine_main`; an `ipyparallel.engine` nanny, where there is
+    one, runs the same command as its engine's child, and is left out."""
+    engines = [p for p in server.descendants()
+               if any(name in " ".join(_cmdline(p))
+                      for name in ("ipyparallel.engine", "tfmw_notebook.worker.engine_main"))]
     pids = {p.pid for p in engines}
     return [p for p in engines if p.ppid() not in pids]
 
