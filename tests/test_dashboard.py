@@ -69,26 +69,40 @@ def test_image_is_redrawn_at_most_twice_a_second():
 
 
 def test_a_slow_drawing_is_redrawn_less_often(monkeypatch):
-    """Drawing at most DRAW_SHARE of the time: a 0.1 s drawing waits 2 s for the next."""
+    """Drawing at most DRAW_SHARE of the time: after a 0.15 s drawing the next waits
+    1.5 s; the first drawing (matplotlib's import) is not a measure, and no wait is
+    longer than 2 s."""
     from tfmw_notebook.widgets import dashboard as module
 
     clock = FakeClock()
     real_render = module.render_curves_png
 
+    cost = {"seconds": 5.0}
+
     def slow_render(store):
-        clock.now += 0.1
+        clock.now += cost["seconds"]
         return real_render(store)
 
     monkeypatch.setattr(module, "render_curves_png", slow_render)
     dashboard = Dashboard(MetricsStore(), min_redraw_interval=0.5, clock=clock)
-    dashboard.feed(begin(0, steps=100))
-    drawn = len(image_updates(dashboard))
-    clock.now += 1.0
+    dashboard.feed(begin(0, steps=100))                    # first: slow, not a measure
+    cost["seconds"] = 0.15
+    clock.now += 0.6
     dashboard.feed([batch(0, 0, loss=1.0)])
-    assert len(image_updates(dashboard)) == drawn          # 1.1 s since: not yet
+    drawn = len(image_updates(dashboard))
+    assert drawn == 2
     clock.now += 1.0
     dashboard.feed([batch(0, 1, loss=0.5)])
-    assert len(image_updates(dashboard)) == drawn + 1      # 2.1 s since
+    assert len(image_updates(dashboard)) == drawn          # 1.0 s since: not yet
+    clock.now += 0.6
+    dashboard.feed([batch(0, 2, loss=0.4)])
+    assert len(image_updates(dashboard)) == drawn + 1      # 1.6 s since
+    cost["seconds"] = 1.0                                  # a very slow drawing: 2 s at most
+    clock.now += 2.0
+    dashboard.feed([batch(0, 3, loss=0.3)])
+    clock.now += 2.0
+    dashboard.feed([batch(0, 4, loss=0.2)])
+    assert len(image_updates(dashboard)) == drawn + 3
 
 
 def test_a_stale_image_is_drawn_by_refresh_once_due_or_when_forced():

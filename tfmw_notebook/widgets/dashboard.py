@@ -18,8 +18,10 @@ import ipywidgets as widgets
 from ..metrics import VAL_PREFIX, MetricsStore, WorkerProgress
 
 # Drawing takes the kernel's CPU, which on a small machine the workers need too: the
-# curves are redrawn no more often than keeps drawing under this share of the time.
-DRAW_SHARE = 0.05
+# curves are redrawn no more often than keeps drawing under this share of the time,
+# and at least every MAX_REDRAW_INTERVAL seconds (the picture must be seen to move).
+DRAW_SHARE = 0.10
+MAX_REDRAW_INTERVAL = 2.0
 # Beyond this many points per line, drawing slows the kernel and shows nothing new.
 _MAX_POINTS_PER_LINE = 2000
 # Figures are drawn at SCALE times the pixels of the size they are shown at (CSS px, 80
@@ -272,8 +274,9 @@ class Dashboard:
         began = self._clock()
         show_figure(self.image, render_curves_png(self.store))
         self._last_redraw = self._clock()
-        self._interval = max(self.min_redraw_interval,
-                             (self._last_redraw - began) / DRAW_SHARE)
+        if self.redraws:   # the first drawing also imports matplotlib: not a measure
+            self._interval = min(MAX_REDRAW_INTERVAL, max(
+                self.min_redraw_interval, (self._last_redraw - began) / DRAW_SHARE))
         self._stale = False
         self.redraws += 1
 
