@@ -176,6 +176,7 @@ KERAS_SCRIPT = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
     import tf_keras
+    from tfmw_notebook.worker import keras_reporting
     from tfmw_notebook.worker.reporting import EventPublisher, make_keras_callback
 
     assert tf.keras.Model is tf_keras.Model, "tf.keras is not tf-keras"
@@ -228,14 +229,14 @@ KERAS_SCRIPT = textwrap.dedent("""
             super().on_train_batch_end(batch, logs)
 
     converted, logs_seen, throttled, clock = [], [], [], BatchClock()
-    real_metric_values = reporting.metric_values
+    real_metric_values = keras_reporting.metric_values
     def counting_metric_values(logs):
         converted.append(sorted(logs or {}))
         return real_metric_values(logs)
-    reporting.metric_values = counting_metric_values
+    keras_reporting.metric_values = counting_metric_values
     model.fit(x, y, batch_size=8, epochs=3, verbose=0,
               callbacks=[Tick(), Spy(EventPublisher(throttled.append, rank=0, clock=clock))])
-    reporting.metric_values = real_metric_values
+    keras_reporting.metric_values = real_metric_values
 
     publisher = EventPublisher(published.append, rank=0)
     json.dump({"published": published, "throttled": throttled, "converted": converted,

@@ -10,13 +10,13 @@ collectives forever.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Callable
 
 from .cell_syntax import python_source
-from .cell_watch import CellFault, CellWatch, RunResult, dead_ranks
+from .cell_watch import CellFault, CellWatch, RunResult
 from .diagnosis import Diagnosis, WorkerTimings
 from .engines import EngineGroup, is_this_host, pid_alive
-from .errors import BadArgument, NoClusterError
+from .errors import BadArgument
 from .limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
 from .output import OutputRelay
 from .private_network import network_for_workers
@@ -24,8 +24,9 @@ from .recovery import Recovery, notice
 from .run_options import CellOptions, FitState, StallLimits
 from .state_log import KeptState, RestoreReport, merge_fit_records
 from .tempdirs import remove_worker_tempdir
-from .tfconfig import EngineReport, launch_environment, local_ranks
-from .worker_setup import Addressing, call_each, make_workers
+from .tfconfig import EngineReport, launch_environment
+from .worker_access import WorkerAccess
+from .worker_setup import Addressing, make_workers
 
 COMMUNICATIONS = ("auto", "ring", "nccl")
 DEFAULT_STEPS = 20   # steps each part of `diagnose` is timed over
@@ -50,7 +51,7 @@ class RemoteValue:
         return self._data.get("text/plain", "")
 
 
-class TFCluster:
+class TFCluster(WorkerAccess):
     """A group of TensorFlow workers, one per ipyparallel engine.
 
     >>> cluster = TFCluster.start(2)
@@ -103,10 +104,6 @@ class TFCluster:
     def controller_answers(self) -> bool:
         """Whether the ipyparallel controller still accepts connections."""
         return self._group.controller_answers()
-
-    @property
-    def state_log(self):
-        return self.kept.log
 
     # -- construction -------------------------------------------------------
 
@@ -164,12 +161,6 @@ class TFCluster:
                             gpus_per_worker=self.gpus_per_worker, timeout=self.timeout,
                             addressing=self.addressing)
         self.workers, self.tf_version = made.reports, made.tf_version
-
-    def call_each(self, ids, module: str, function: str, args_per_engine, *, what: str,
-                  timeout: float | None = None) -> list:
-        """Call a worker function on each engine; every reply, or ClusterSetupError."""
-        return call_each(self._group, ids, module, function, args_per_engine, what=what,
-                         timeout=self.timeout if timeout is None else timeout)
 
     # -- running cells --------------------------------------------------------
 
@@ -234,33 +225,6 @@ class TFCluster:
         finally:
             self._running = None
 
-    # -- moving variables -------------------------------------------------------
-
-    def push(self, namespace: dict[str, Any]) -> None:
-        """Send notebook variables to every worker."""
-        self._require_workers()
-        view = self._group.client[[w.engine_id for w in self.workers]]
-        view.push(namespace, block=False).get(timeout=self.timeout)
-        self.state_log.add_push(namespace)
-
-    def missing_on_chief(self, names: list[str]) -> list[str]:
-        self._require_workers()
-        return self.call_each([self.workers[0].engine_id], "tfmw_notebook.worker.cell",
-                              "missing_names", [(list(names),)], what="lookup")[0]
-
-    def missing_magics(self, names: list[str]) -> list[str]:
-        """Of '%name' / '%%name', the magics the workers' IPython lacks (asks the chief)."""
-        self._require_workers()
-        return self.call_each([self.workers[0].engine_id], "tfmw_notebook.worker.cell",
-                              "missing_magics", [(list(names),)], what="lookup")[0]
-
-    def tensorboard_dirs(self) -> list[str]:
-        """Where the chief's TensorBoard callbacks wrote logs (the only ones kept)."""
-        self._require_workers()
-        return self.call_each([self.workers[0].engine_id],
-                              "tfmw_notebook.worker.tensorboard_logs", "log_dirs", [()],
-                              what="lookup")[0]
-
     def diagnose(self, *, model: str | None = None, data: str | None = None,
                  batch_size: int | None = None, steps: int = DEFAULT_STEPS) -> Diagnosis:
         """Where a training step's time goes, measured on the workers (diagnosis.py):
@@ -268,8 +232,7 @@ class TFCluster:
         self._require_workers()
         _check_diagnose_arguments(model, data, batch_size, steps)
         module = "tfmw_notebook.worker.diagnose"
-        problem = self.call_each([self.workers[0].engine_id], module, "problem",
-                                 [(model, data)], what="lookup")[0]
+        problem = self.ask_chief(module, "problem", model, data)
         if problem:
             raise BadArgument(problem)
         self.run(f"__import__({module!r}, fromlist=['measure']).measure({model!r}, {data!r}, "
@@ -278,27 +241,6 @@ class TFCluster:
         rows = self.call_each(ids, module, "last_result", [()] * len(ids), what="lookup")
         return Diagnosis(tuple(WorkerTimings.from_worker(rank, row)
                                for rank, row in enumerate(rows)))
-
-    def pull(self, names: list[str], rank: int = 0) -> dict[str, Any]:
-        """Copy variables from one worker (the chief by default)."""
-        self._require_workers()
-        values = self._group.client[self.workers[rank].engine_id].pull(
-            list(names), block=False).get(timeout=self.timeout)
-        return dict(zip(names, values))
-
-    def restore_checkpoint(self, path: str, model_name: str = "model") -> list[str]:
-        """Load checkpoint `path` into the variable `model_name` on every worker.
-
-        Returns each worker's digest of the restored weights (equal when the
-        restore is bit-identical everywhere).
-        """
-        self._require_workers()
-        ids = [w.engine_id for w in self.workers]
-        module = "tfmw_notebook.worker.checkpointing"
-        self.call_each(ids, module, "restore_named", [(model_name, path)] * len(ids),
-                       what="restore")
-        return self.call_each(ids, module, "weights_digest", [(model_name,)] * len(ids),
-                              what="digest")
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -350,32 +292,12 @@ class TFCluster:
                 if is_this_host(worker.host):
                     remove_worker_tempdir(worker.pid)
 
-    def status(self) -> list[dict]:
-        """One row per rank: rank, host, local rank, address, pid, alive, running."""
-        if not self.workers:
-            return []
-        dead = set(dead_ranks(self._group, self.workers))
-        local = local_ranks(self.workers)
-        return [{"rank": rank, "engine": w.engine_id, "host": w.host, "local_rank": local[rank],
-                 "address": w.endpoint, "pid": w.pid, "alive": rank not in dead,
-                 "running": self._running}
-                for rank, w in enumerate(self.workers)]
-
     def describe(self) -> str:
         addresses = ", ".join(w.endpoint for w in self.workers)
         private = "; private network" if self.in_private_network else ""
         return (f"{self.size} workers ready ({addresses}{private}), TensorFlow "
                 f"{self.tf_version}, in {self.started_seconds:.1f} s")
 
-    def _require_workers(self) -> None:
-        if not self.workers:
-            raise NoClusterError("the cluster has no workers (stopped, or a restart failed): "
-                                 "run `%tfdist restart` or `%tfdist start`")
-        if not self._group.controller_answers():
-            host, port = self._group.controller_address()
-            raise NoClusterError(f"the ipyparallel controller at {host}:{port} does not answer: "
-                                 "start it and its engines again, then `%tfdist attach` (or "
-                                 "`%tfdist stop` and `%tfdist start`)")
 
 
 def _check_source(source: str) -> None:

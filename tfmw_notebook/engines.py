@@ -90,30 +90,13 @@ class EngineGroup:
         owns it from here on and closes it when it stops).
         """
         kwargs = {"profile_dir": profile_dir} if profile_dir else {}
-        controller_args = list(_CONTROLLER_ARGS)
-        engine_kwargs: dict = {}
-        # With the environment TF needs at import, engines start importing it at once.
-        engine_argv = ipengine_cmd_argv if environment is None else _ENGINE_COMMAND
-        if network is not None:
-            controller_args += ["--IPController.engine_transport=ipc",
-                                f"--IPController.engine_ip={network.socket_dir}/engine"]
-        engine_kwargs["engine_cmd"] = (network.command_prefix() if network is not None
-                                       else []) + engine_argv
+        controller_args, engine_argv, engine_kwargs = _launch_settings(environment, network)
         # ipyparallel's own warnings (engine logs of killed engines) would land in
         # the cell; we report failures ourselves. Engines read the controller's
         # connection file (they wait for it), so they can start before it exists.
         cluster = ipp.Cluster(n=n, delay=0, log_level=logging.ERROR,
                               controller_args=controller_args,
                               send_engines_connection_env=False, **kwargs)
-        # Our engines end with this kernel.
-        # (__import__: the startup command runs in the user's namespace; bind nothing there)
-        startup = "__import__('tfmw_notebook.orphan_guard', fromlist=['start']).start()"
-        if environment is not None:
-            engine_kwargs["environment"] = dict(environment)
-        # No nanny process per engine: it would start while TensorFlow is imported,
-        # and engines we start are on this host, killed by pid (see kill()).
-        engine_kwargs["engine_args"] = [f"--IPEngine.startup_command={startup}",
-                                        "--IPEngine.enable_nanny=False"]
         try:
             # Engines first: their interpreter and TensorFlow start while the
             # controller comes up, instead of after it.
@@ -332,6 +315,28 @@ class EngineGroup:
         _close(self.network)
         self.network = None
         self.ids = []
+
+def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork | None):
+    """(controller args, engine argv, engine launcher kwargs) for the engines we start."""
+    controller_args = list(_CONTROLLER_ARGS)
+    # With the environment TF needs at import, engines start importing it at once.
+    engine_argv = ipengine_cmd_argv if environment is None else _ENGINE_COMMAND
+    if network is not None:
+        controller_args += ["--IPController.engine_transport=ipc",
+                            f"--IPController.engine_ip={network.socket_dir}/engine"]
+    engine_kwargs: dict = {"engine_cmd": (network.command_prefix() if network is not None
+                                          else []) + engine_argv}
+    if environment is not None:
+        engine_kwargs["environment"] = dict(environment)
+    # Our engines end with this kernel.
+    # (__import__: the startup command runs in the user's namespace; bind nothing there)
+    startup = "__import__('tfmw_notebook.orphan_guard', fromlist=['start']).start()"
+    # No nanny process per engine: it would start while TensorFlow is imported,
+    # and engines we start are on this host, killed by pid (see kill()).
+    engine_kwargs["engine_args"] = [f"--IPEngine.startup_command={startup}",
+                                    "--IPEngine.enable_nanny=False"]
+    return controller_args, engine_argv, engine_kwargs
+
 
 
 def _launcher_name(cluster: ipp.Cluster) -> str:

@@ -97,18 +97,7 @@ def _line_parser() -> _Parser:
     start.add_argument("--no-isolation", action="store_true",
                        help="run the workers on this machine's network: their TensorFlow "
                             "ports (no authentication) are then open to other machines")
-    attach = commands.add_parser("attach", help="use a running ipyparallel cluster")
-    attach.add_argument("--profile", help="ipyparallel profile (default: 'default')")
-    attach.add_argument("--cluster-id", help="cluster id given to `ipcluster start`")
-    attach.add_argument("--url-file", metavar="F", help="the controller's ipcontroller-client.json")
-    attach.add_argument("--interface", metavar="NAME", default=None,
-                        help="network interface whose address each worker advertises "
-                             "(default: the one that reaches the controller)")
-    attach.add_argument("--address-map", type=_address_map, default=None,
-                        metavar="HOST=ADDR,...", help="the address each host's workers advertise")
-    attach.add_argument("-n", "--workers", type=_count, default=None, metavar="N",
-                        help="wait for N engines (default: use those registered)")
-    _add_worker_options(attach)
+    _add_attach_command(commands)
     commands.add_parser("status", help="one line per worker: rank, host, pid, alive")
     commands.add_parser("history", help="the last training cell's metrics (per worker, merged)")
     dashboard = commands.add_parser("dashboard", help="turn the live dashboard on or off")
@@ -123,6 +112,30 @@ def _line_parser() -> _Parser:
     picker.add_argument("directory", nargs="?", default=None,
                         help="a run directory (default: the last run of this session, "
                              "else the newest under ./tfdist_checkpoints)")
+    _add_insight_commands(commands)
+    commands.add_parser("restart", help="fresh engine processes, same size; variables are reset "
+                        "(nothing is replayed)")
+    commands.add_parser("stop", help="end every process the cluster started")
+    return parser
+
+
+def _add_attach_command(commands) -> None:
+    attach = commands.add_parser("attach", help="use a running ipyparallel cluster")
+    attach.add_argument("--profile", help="ipyparallel profile (default: 'default')")
+    attach.add_argument("--cluster-id", help="cluster id given to `ipcluster start`")
+    attach.add_argument("--url-file", metavar="F", help="the controller's ipcontroller-client.json")
+    attach.add_argument("--interface", metavar="NAME", default=None,
+                        help="network interface whose address each worker advertises "
+                             "(default: the one that reaches the controller)")
+    attach.add_argument("--address-map", type=_address_map, default=None,
+                        metavar="HOST=ADDR,...", help="the address each host's workers advertise")
+    attach.add_argument("-n", "--workers", type=_count, default=None, metavar="N",
+                        help="wait for N engines (default: use those registered)")
+    _add_worker_options(attach)
+
+
+def _add_insight_commands(commands) -> None:
+    """tensorboard and diagnose: looking into the training, not running it."""
     board = commands.add_parser("tensorboard", help="show the TensorBoard logs of this "
                                 "session's fits inline (the server stops with the cluster)")
     board.add_argument("directory", nargs="?", default=None,
@@ -141,10 +154,6 @@ def _line_parser() -> _Parser:
                           help="global batch size for arrays (default: the last fit's, or 32)")
     diagnose.add_argument("--steps", type=_count, default=20, metavar="K",
                           help="steps each part is timed over (default 20)")
-    commands.add_parser("restart", help="fresh engine processes, same size; variables are reset "
-                        "(nothing is replayed)")
-    commands.add_parser("stop", help="end every process the cluster started")
-    return parser
 
 
 def _cell_parser() -> _Parser:
