@@ -207,7 +207,9 @@ def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height:
         if axes.get_legend_handles_labels()[0]:
             axes.legend(fontsize="small", loc="upper right")   # "best" is slow with many points
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
+    # zlib level 1: at the default level 6 compressing took a quarter of the drawing
+    # time, for a PNG a fifth smaller.
+    figure.savefig(buffer, format="png", pil_kwargs={"compress_level": 1})
     return buffer.getvalue()
 
 
