@@ -5,7 +5,8 @@
 Phases (seconds from the call): the controller up, the engine processes launched,
 the client connected, every engine registered, then the workers made (TF_CONFIG
 handshake, TensorFlow imported, strategy created). The floor is bench.py's: two
-processes started with TF_CONFIG, until both printed "ready".
+processes started with TF_CONFIG, until both printed "ready". Also the CPU seconds
+each side burned until ready: on 2 cores, half of that is a floor under the wall time.
 """
 
 from __future__ import annotations
@@ -26,6 +27,23 @@ from tfmw_bench.common import cleanup, job_cell, live_clusters, progress  # noqa
 from tfmw_bench.floor import run_floor  # noqa: E402
 
 PHASES = ("controller", "engines launched", "client", "registered", "workers made")
+
+
+def descendants_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) of this process's live descendants, by kind: the
+    controller, the engines, and the rest (launchers, the network keeper)."""
+    import psutil
+
+    totals = {"controller": 0.0, "engines": 0.0, "rest": 0.0}
+    for child in psutil.Process().children(recursive=True):
+        try:
+            times, command = child.cpu_times(), " ".join(child.cmdline())
+        except psutil.Error:
+            continue
+        kind = ("controller" if "controller" in command
+                else "engines" if "engine" in command else "rest")
+        totals[kind] += times.user + times.system
+    return totals
 
 
 def instrument(marks: dict):
@@ -75,21 +93,28 @@ def main(argv=None) -> int:
 
     marks: dict = {}
     instrument(marks)
-    floors, rounds = [], []
+    floors, floor_cpu, rounds = [], [], []
     try:
         for index in range(args.rounds):
-            floors.append(run_floor(workdir, cell_path)["boot"])
+            floor = run_floor(workdir, cell_path)
+            floors.append(floor["boot"])
             marks.clear()
-            marks["began"] = time.perf_counter()
+            marks["began"], cpu_began = time.perf_counter(), time.process_time()
             cluster = TFCluster.start(2)
             live_clusters.append(cluster)
             total = time.perf_counter() - marks["began"]
-            rounds.append({**{p: marks.get(p) for p in PHASES}, "total": total})
+            cpu = {f"{kind} cpu": seconds for kind, seconds in descendants_cpu().items()}
+            cpu["notebook cpu"] = time.process_time() - cpu_began
+            cpu["others cpu"] = sum(cpu[f"{k} cpu"] for k in ("controller", "engines", "rest"))
+            floor_cpu.append(floor["boot_cpu"])
+            rounds.append({**{p: marks.get(p) for p in PHASES}, "total": total, **cpu})
             cluster.stop()
             live_clusters.remove(cluster)
             progress(f"round {index + 1}: floor {floors[-1]:.2f} s, tfmw {total:.2f} s ("
                      + ", ".join(f"{p} {marks.get(p, float('nan')):.2f}" for p in PHASES)
-                     + f"); load {os.getloadavg()[0]:.2f}")
+                     + f"); CPU s: floor {floor_cpu[-1]:.1f}, tfmw {cpu['notebook cpu']:.1f} "
+                     f"here + {cpu['others cpu']:.1f} in the controller and engines; "
+                     f"load {os.getloadavg()[0]:.2f}")
     finally:
         cleanup()
     if not rounds:
@@ -101,6 +126,16 @@ def main(argv=None) -> int:
               f"{max(values):>8.2f}")
     print(f"{'floor boot':<24}{statistics.median(floors):>8.2f}{min(floors):>8.2f}"
           f"{max(floors):>8.2f}")
+    print(f"{'CPU seconds to ready':<24}{'median':>8}{'min':>8}{'max':>8}")
+    for name, values in (("floor (2 processes)", floor_cpu),
+                         ("tfmw: this process", [r["notebook cpu"] for r in rounds]),
+                         ("tfmw: controller", [r["controller cpu"] for r in rounds]),
+                         ("tfmw: 2 engines", [r["engines cpu"] for r in rounds]),
+                         ("tfmw: other processes", [r["rest cpu"] for r in rounds]),
+                         ("tfmw: total", [r["notebook cpu"] + r["others cpu"]
+                                          for r in rounds])):
+        print(f"{name:<24}{statistics.median(values):>8.2f}{min(values):>8.2f}"
+              f"{max(values):>8.2f}")
     ratios = [r["total"] / f for r, f in zip(rounds, floors)]
     print(f"tfmw / floor per round: median {statistics.median(ratios):.2f}x "
           f"[{min(ratios):.2f}-{max(ratios):.2f}]")

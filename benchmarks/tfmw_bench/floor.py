@@ -29,7 +29,7 @@ if threads:
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
-say(event="ready", tf_version=tf.__version__)
+say(event="ready", tf_version=tf.__version__, cpu_seconds=time.process_time())
 for index in range(fits):
     namespace = {"tf": tf, "strategy": strategy}
     began = time.perf_counter()
@@ -98,6 +98,7 @@ class _Workers:
     def collect(self, deadline: float, timeout: float, fits: int):
         """Events until every process exited: (ready stamps, fit lines, exit stamps)."""
         ready, exited = {}, {}
+        self.ready_cpu: dict[int, float] = {}
         fit_lines: dict[int, list] = {i: [] for i in range(self.size)}
         while len(exited) < self.size:
             remaining = deadline - time.monotonic()
@@ -111,6 +112,7 @@ class _Workers:
             kind = message.get("event")
             if kind == "ready":
                 ready[index] = stamp
+                self.ready_cpu[index] = message.get("cpu_seconds", 0.0)
             elif kind == "fit":
                 fit_lines[index].append(message)
             elif kind == "exit":
@@ -169,6 +171,7 @@ def run_floor(workdir: str, cell_path: str, *, threads: int = 0, fits: int = 1,
         return {
             "boot": max(ready.values()) - began,
             "boot_per_worker": [ready[i] - workers.popen_at[i] for i in range(size)],
+            "boot_cpu": sum(workers.ready_cpu.values()),   # CPU seconds until ready
             "cells": [line["cell_seconds"] for line in chief],
             "fits": [line["fit_seconds"] for line in chief],
             "loss": chief[-1]["loss"],
