@@ -36,6 +36,8 @@ COLUMNS = {
     "dashboard_off_cell": (("tfmw", "dashboard", "off", "seconds"), None),
     "dashboard_on_cell": (("tfmw", "dashboard", "on", "seconds"), None),
     "dashboard_on_finish": (("tfmw", "dashboard", "on", "finish"), None),
+    "dashboard_off_kernel_cpu": (("tfmw", "dashboard", "off", "kernel_cpu"), None),
+    "dashboard_on_kernel_cpu": (("tfmw", "dashboard", "on", "kernel_cpu"), None),
     "ray_init": (("ray", "init"), None),
     "ray_first": (("ray", "first"), None),
     "ray_second": (("ray", "second"), None),

@@ -123,6 +123,8 @@ def _dashboard(s: dict) -> list[str]:
             goal_text(s, "dashboard")),
         row(COMPARE, "cell s", cell(s["dashboard_off_cell"]), cell(s["dashboard_on_cell"]),
             "", ""),
+        row(COMPARE, "notebook-side CPU in the cell s", cell(s.get("dashboard_off_kernel_cpu")),
+            cell(s.get("dashboard_on_kernel_cpu")), "", ""),
         row(COMPARE, "final PNG after the cell s", "-", cell(s["dashboard_on_finish"]), "", ""),
     ]
 
