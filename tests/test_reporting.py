@@ -177,7 +177,8 @@ KERAS_SCRIPT = textwrap.dedent("""
     import tensorflow as tf
     import tf_keras
     from tfmw_notebook.worker import keras_reporting
-    from tfmw_notebook.worker.reporting import EventPublisher, make_keras_callback
+    from tfmw_notebook.worker.keras_reporting import KerasReportingCallback
+    from tfmw_notebook.worker.reporting import EventPublisher
 
     assert tf.keras.Model is tf_keras.Model, "tf.keras is not tf-keras"
     rng = np.random.default_rng(0)
@@ -193,15 +194,14 @@ KERAS_SCRIPT = textwrap.dedent("""
 
     published = []
     # min_interval=0: every batch is sent, so the events can be checked one by one.
-    callback = make_keras_callback(EventPublisher(published.append, rank=0, min_interval=0),
-                                   samples_per_step=32)
+    callback = KerasReportingCallback(EventPublisher(published.append, rank=0, min_interval=0),
+                                      samples_per_step=32)
     history = model.fit(x, y, batch_size=32, epochs=2, validation_data=(x_val, y_val),
                         verbose=0, callbacks=[callback])
     evaluated = model.evaluate(x_val, y_val, batch_size=32, verbose=0, callbacks=[callback],
                                return_dict=True)
 
     from tfmw_notebook.events import metric_value
-    from tfmw_notebook.worker import reporting
 
     def error_of(make):
         try:
@@ -243,10 +243,11 @@ KERAS_SCRIPT = textwrap.dedent("""
                "logs_seen": logs_seen, "history": history.history,
                "evaluated": {k: float(v) for k, v in evaluated.items()},
                "callback_class": type(callback).__qualname__,
-               "class_by_name": reporting.KerasReportingCallback is type(callback),
+               "class_by_name": keras_reporting.KerasReportingCallback is type(callback),
                "positional_samples": error_of(
-                   lambda: reporting.KerasReportingCallback(publisher, 32)),
-               "zero_samples": error_of(lambda: make_keras_callback(publisher, 0)),
+                   lambda: KerasReportingCallback(publisher, 32)),
+               "zero_samples": error_of(lambda: KerasReportingCallback(publisher,
+                                                                       samples_per_step=0)),
                "scalar_tensor": metric_value(tf.constant(0.5)),
                "nan_tensor": repr(metric_value(tf.constant(float("nan")))),
                "vector_tensor": metric_value(tf.ones(3))}, sys.stdout)

@@ -18,7 +18,7 @@ import os
 
 from ..run_options import CellOptions, FitState
 from . import checkpointing, fit_state, tensorboard_logs
-from .reporting import EventPublisher, make_keras_callback
+from .reporting import EventPublisher
 
 _cell: dict = {"options": CellOptions(), "state": FitState(), "fits": 0, "replayed": 0,
                "records": []}
@@ -145,7 +145,9 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
     options = _cell["options"]
     extra = []
     if options.report and _worker["publisher"] is not None:
-        extra.append(make_keras_callback(
+        from .keras_reporting import KerasReportingCallback  # imports TensorFlow
+
+        extra.append(KerasReportingCallback(
             _worker["publisher"], samples_per_step=_samples_per_step(args, kwargs, positions)))
         user_chose_verbose = "verbose" in kwargs or len(args) > positions["verbose"]
         if options.quiet_progress and not user_chose_verbose:

@@ -6,10 +6,13 @@ TF_USE_LEGACY_KERAS is set before it loads, so tf.keras is tf-keras.
 
 from __future__ import annotations
 
+import numbers
+from typing import Any
+
 import tensorflow as tf
 
 from ..events import BATCH, EPOCH, EVALUATE, FIT, TRAIN_BEGIN, TRAIN_END, metric_values
-from .reporting import EventPublisher, checked_samples_per_step
+from .reporting import EventPublisher
 
 
 def _keras_running_means(model) -> bool:
@@ -37,7 +40,7 @@ class KerasReportingCallback(tf.keras.callbacks.Callback):
         super().__init__()
         self._supports_tf_logs = True   # batch logs stay tensors unless sent
         self.publisher = publisher
-        self.samples_per_step = checked_samples_per_step(samples_per_step)
+        self.samples_per_step = _checked_samples_per_step(samples_per_step)
         self._in_fit = False        # fit runs on_test_* for validation; those are not ours
         self._epoch = 0
         self._steps_this_epoch = 0
@@ -88,3 +91,15 @@ class KerasReportingCallback(tf.keras.callbacks.Callback):
     def on_test_end(self, logs=None):
         if not self._in_fit:
             self.publisher.emit(TRAIN_END, logs=metric_values(logs))
+
+
+def _checked_samples_per_step(samples_per_step: Any) -> int | None:
+    if samples_per_step is None:
+        return None
+    if (isinstance(samples_per_step, bool) or not isinstance(samples_per_step, numbers.Integral)
+            or samples_per_step < 1):
+        raise ValueError(
+            "Invalid value for argument `samples_per_step`. "
+            f"Received: samples_per_step={samples_per_step!r}. Expected a positive integer or None."
+        )
+    return int(samples_per_step)

@@ -7,7 +7,6 @@ this module loads.
 
 from __future__ import annotations
 
-import numbers
 import time
 from typing import Any, Callable, Mapping
 
@@ -22,8 +21,9 @@ from ..events import (
     new_events,
 )
 
-# KerasReportingCallback is there too, imported on first use (see __getattr__).
-__all__ = ["EventPublisher", "events_key", "make_keras_callback", "new_events"]
+# The Keras callback that emits through an EventPublisher is in keras_reporting.py
+# (it imports TensorFlow; this module does not).
+__all__ = ["EventPublisher", "events_key", "new_events"]
 
 # These mark a change the notebook should show at once; batch events can wait a little.
 _URGENT_KINDS = frozenset({TRAIN_BEGIN, EPOCH, TRAIN_END, REPORT})
@@ -105,32 +105,3 @@ class EventPublisher:
             self._dropped_untold = 0
 
     __call__ = emit
-
-
-def make_keras_callback(publisher: EventPublisher, samples_per_step: int | None = None):
-    """A `KerasReportingCallback` reporting through `publisher` (see that class)."""
-    from .keras_reporting import KerasReportingCallback
-
-    return KerasReportingCallback(publisher, samples_per_step=samples_per_step)
-
-
-def __getattr__(name: str):
-    # `KerasReportingCallback` lives in keras_reporting.py, which imports TensorFlow:
-    # importing this module does not.
-    if name == "KerasReportingCallback":
-        from .keras_reporting import KerasReportingCallback
-
-        return KerasReportingCallback
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def checked_samples_per_step(samples_per_step: Any) -> int | None:
-    if samples_per_step is None:
-        return None
-    if (isinstance(samples_per_step, bool) or not isinstance(samples_per_step, numbers.Integral)
-            or samples_per_step < 1):
-        raise ValueError(
-            "Invalid value for argument `samples_per_step`. "
-            f"Received: samples_per_step={samples_per_step!r}. Expected a positive integer or None."
-        )
-    return int(samples_per_step)
