@@ -32,7 +32,8 @@ import time
 
 from tfmw_notebook import CellOptions, CheckpointPolicy, TFCluster, WorkerFailed
 
-from tfmw_bench.table import row  # the package next to this file
+from tfmw_bench.common import cnn_model_code  # the package next to this file
+from tfmw_bench.table import row
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The summary table's columns (gap, format spec): job, trained in, restore, failure -> ready.
@@ -57,16 +58,7 @@ images = np.pad(np.kron(digits.images, np.ones((3, 3))), ((0, 0), (2, 2), (2, 2)
 dataset = (tf.data.Dataset.from_tensor_slices((images.astype("float32"),
                                                digits.target.astype("int64")))
            .shuffle(2000, seed=1).repeat().batch(128))
-model = tf.keras.Sequential([
-    tf.keras.layers.InputLayer(input_shape=(28, 28)),
-    tf.keras.layers.Reshape(target_shape=(28, 28, 1)),
-    tf.keras.layers.Conv2D(32, 3, activation="relu"),
-    tf.keras.layers.Flatten(),
-    tf.keras.layers.Dense(128, activation="relu"),
-    tf.keras.layers.Dense(10)])
-model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-              optimizer=tf.keras.optimizers.SGD(learning_rate=0.01), metrics=["accuracy"])
-'''
+''' + cnn_model_code(0.01)
 CNN_FIT = "history = model.fit(dataset, epochs={epochs}, steps_per_epoch={steps}, verbose=0, " \
           "callbacks=[CountEpochs()])"
 

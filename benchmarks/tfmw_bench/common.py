@@ -52,6 +52,23 @@ bench_loss = float(_history.history["loss"][-1])
 """
 
 
+def cnn_model_code(learning_rate: float) -> str:
+    """The CNN of TensorFlow's multi-worker Keras tutorial, built and compiled as `model`."""
+    return f"""\
+model = tf.keras.Sequential([
+    tf.keras.layers.InputLayer(input_shape=(28, 28)),
+    tf.keras.layers.Reshape(target_shape=(28, 28, 1)),
+    tf.keras.layers.Conv2D(32, 3, activation="relu"),
+    tf.keras.layers.Flatten(),
+    tf.keras.layers.Dense(128, activation="relu"),
+    tf.keras.layers.Dense(10),
+])
+model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+              optimizer=tf.keras.optimizers.SGD(learning_rate={learning_rate}),
+              metrics=["accuracy"])
+"""
+
+
 # The second job, with heavier steps: the CNN of TensorFlow's multi-worker Keras
 # tutorial (64 images per worker per step), on generated 28x28 images.
 CNN_BATCH = 64 * WORKERS
@@ -66,17 +83,7 @@ _options = tf.data.Options()
 _options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
 dataset = (tf.data.Dataset.from_tensor_slices((_x, _y)).repeat().batch({batch})
            .with_options(_options))
-model = tf.keras.Sequential([
-    tf.keras.layers.InputLayer(input_shape=(28, 28)),
-    tf.keras.layers.Reshape(target_shape=(28, 28, 1)),
-    tf.keras.layers.Conv2D(32, 3, activation="relu"),
-    tf.keras.layers.Flatten(),
-    tf.keras.layers.Dense(128, activation="relu"),
-    tf.keras.layers.Dense(10),
-])
-model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-              optimizer=tf.keras.optimizers.SGD(learning_rate=0.001), metrics=["accuracy"])
-_began = time.perf_counter()
+{model}_began = time.perf_counter()
 _history = model.fit(dataset, epochs={epochs}, steps_per_epoch={steps}, verbose=0)
 bench_fit_seconds = time.perf_counter() - _began
 bench_loss = float(_history.history["loss"][-1])
@@ -93,7 +100,7 @@ def job_cell(epochs: int, steps: int, job: str = "dense") -> str:
     """The training cell for `epochs` x `steps` steps (one pass over the data per epoch)."""
     if job == "cnn":
         return CNN_CELL.format(samples=CNN_BATCH * steps, batch=CNN_BATCH, epochs=epochs,
-                               steps=steps)
+                               steps=steps, model=cnn_model_code(0.001))
     return JOB_CELL.format(samples=GLOBAL_BATCH * steps, features=FEATURES,
                            batch=GLOBAL_BATCH, units=UNITS, epochs=epochs, steps=steps)
 
