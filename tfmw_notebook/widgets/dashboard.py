@@ -2,7 +2,7 @@
 
 Renders a `MetricsStore`. The curves are drawn with matplotlib's Agg backend into a
 PNG shown in an `ipywidgets.Image`, so no ipympl or front-end extension is needed,
-and the image is redrawn at most every `min_redraw_interval` seconds.
+and the image is redrawn within a small share of the kernel's time (DRAW_SHARE).
 """
 
 from __future__ import annotations
@@ -17,10 +17,16 @@ import ipywidgets as widgets
 
 from ..metrics import VAL_PREFIX, MetricsStore, WorkerProgress
 
-# Drawing takes the kernel's CPU, which on a small machine the workers need too: the
-# curves are redrawn no more often than keeps drawing under this share of the time,
-# and at least every MAX_REDRAW_INTERVAL seconds (the picture must be seen to move).
-DRAW_SHARE = 0.10
+# Drawing takes the kernel's CPU, which the workers need when they fill the machine's
+# cores (measured on 2 cores: each ms of drawing during a fit made the fit about a ms
+# longer). So live drawings take at most DRAW_SHARE of the time since the dashboard
+# appeared: a drawing is due when the time drawn so far plus the next drawing's expected
+# cost fits in that share (time not drawn is saved for one drawing at most). A warm fit
+# of a second is drawn only when it ends; after a first step that traces for a second
+# or more the curves appear with the first point; a long fit is redrawn about once a
+# second, and at least every MAX_REDRAW_INTERVAL seconds (the picture must be seen to move).
+DRAW_SHARE = 0.02
+FIRST_DRAWING_GUESS = 0.025   # seconds; one drawing measured 13-40 ms on 2 cores
 MAX_REDRAW_INTERVAL = 2.0
 # Beyond this many points per line, drawing slows the kernel and shows nothing new.
 _MAX_POINTS_PER_LINE = 2000
@@ -161,6 +167,11 @@ def _thinned(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]
     return xs[::stride] + xs[-1:], ys[::stride] + ys[-1:]
 
 
+def _import_matplotlib() -> None:
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
+
+
 def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height: float = 3.0,
                       dpi: int = SHOWN_DPI * SCALE) -> bytes:
     """One subplot per metric panel (training and val_ together) as PNG bytes.
@@ -239,8 +250,10 @@ class Dashboard:
         self.store = store if store is not None else MetricsStore()
         self.min_redraw_interval = min_redraw_interval
         self._clock = clock
+        self._started = clock()
         self._last_redraw = -float("inf")
-        self._interval = min_redraw_interval   # grows when a drawing takes long
+        self._drawing_seconds = 0.0      # spent on live drawings so far
+        self._expected_cost = FIRST_DRAWING_GUESS
         self._stale = True              # the image does not show everything in the store yet
         self.redraws = 0
         self.image = sharp_image()
@@ -261,9 +274,19 @@ class Dashboard:
         """Update progress and latest values; redraw the curves if due (or `force`)."""
         self._show_progress()
         self._show_latest()
-        due = self._clock() - self._last_redraw >= self._interval
-        if force or (self._stale and due):
+        if force or (self._stale and self._drawing_due()):
             self._redraw()
+
+    def _drawing_due(self) -> bool:
+        if not self.store.metric_names():
+            return False     # no curve yet: the progress rows say "starting"
+        now = self._clock()
+        since_last = now - max(self._last_redraw, self._started)
+        if since_last >= MAX_REDRAW_INTERVAL:
+            return True
+        within_share = (self._drawing_seconds + self._expected_cost
+                        <= DRAW_SHARE * (now - self._started))
+        return since_last >= self.min_redraw_interval and within_share
 
     def final_png(self) -> bytes:
         """The curves as they stand, for the static image left in the cell."""
@@ -273,12 +296,16 @@ class Dashboard:
         return summary_text(self.store.summary())
 
     def _redraw(self) -> None:
+        _import_matplotlib()     # the kernel's first drawing imports it: not a drawing's cost
         began = self._clock()
+        # Time not drawn is saved for one drawing, not more: after a long wait for the
+        # first point the next drawings do not come twice a second.
+        self._drawing_seconds = max(self._drawing_seconds,
+                                    DRAW_SHARE * (began - self._started) - self._expected_cost)
         show_figure(self.image, render_curves_png(self.store))
         self._last_redraw = self._clock()
-        if self.redraws:   # the first drawing also imports matplotlib: not a measure
-            self._interval = min(MAX_REDRAW_INTERVAL, max(
-                self.min_redraw_interval, (self._last_redraw - began) / DRAW_SHARE))
+        self._expected_cost = self._last_redraw - began
+        self._drawing_seconds += self._expected_cost
         self._stale = False
         self.redraws += 1
 
