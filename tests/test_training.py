@@ -110,3 +110,26 @@ def test_a_magic_the_workers_lack_is_refused_before_anything_runs(tf_kernel):
     assert "`%tfdist` is a magic of this notebook, not of the workers" in lines[0]
     assert "nothing was sent to the workers" in lines[0]
     assert tf_kernel.ok("%%tfdist\nmagic_marker").results[-1]["text/plain"] == "'before'"
+
+
+def test_the_notebook_waits_without_spinning_while_one_rank_is_still_running(tf_kernel):
+    """Rank 0 returns at once, rank 1 works 2 s: the watch looks again every POLL_SECONDS
+    (it once spun on the finished rank's future, a core the last rank needed)."""
+    out = tf_kernel.ok(
+        "import time\n"
+        "from tfmw_notebook import cell_watch\n"
+        "from tfmw_notebook.limits import POLL_SECONDS\n"
+        "from tfmw_notebook.magics import active_cluster\n"
+        "_looks = []\n"
+        "_take_in = cell_watch.CellWatch._take_in\n"
+        "cell_watch.CellWatch._take_in = lambda self, f: (_looks.append(1), _take_in(self, f))\n"
+        "try:\n"
+        "    _began = time.perf_counter()\n"
+        "    active_cluster().run('import time\\nif tfdist.rank == 1: time.sleep(2)')\n"
+        "    _seconds = time.perf_counter() - _began\n"
+        "finally:\n"
+        "    cell_watch.CellWatch._take_in = _take_in\n"
+        "print(len(_looks), _seconds, POLL_SECONDS)")
+    looks, seconds, poll = (float(v) for v in out.stdout.split())
+    assert seconds >= 2.0
+    assert looks <= seconds / poll + 10, (looks, seconds)

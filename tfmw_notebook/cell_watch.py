@@ -124,7 +124,11 @@ class CellWatch:
                 if deadline is not None and time.monotonic() > deadline:
                     raise CellFault(f"the cell ran past --timeout {timeout:g} s; every "
                                     "worker was stopped", reason="timeout")
-                futures[0].wait(POLL_SECONDS)
+                # Wait on a rank still running: a finished one's wait returns at once,
+                # and the loop would spin on a core the last rank needs.
+                running = next((f for f in futures if not f.done()), None)
+                if running is not None:
+                    running.wait(POLL_SECONDS)
         except KeyboardInterrupt:
             raise CellFault("interrupted: training was stopped on every worker",
                             reason="interrupt") from None
