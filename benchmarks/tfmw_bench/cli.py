@@ -12,6 +12,7 @@ import tempfile
 
 from . import __doc__ as OVERVIEW
 from .common import (
+    EXTRA_BOOTS,
     WARM_CELLS,
     WORKERS,
     attempt,
@@ -25,7 +26,7 @@ from .floor import run_floor
 from .ray_train import ray_available, run_ray
 from .report import new_report, summarize, write_json
 from .table import print_table
-from .tfmw import start_shared, tfmw_round
+from .tfmw import start_shared, tfmw_boot_only, tfmw_round
 from .threads import split_threads, threads_round
 
 BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -114,6 +115,9 @@ def _contenders(entry, where, args, job, cell_path, workdir, shared, use_ray, in
     except Exception as exc:
         tfmw["failed"] = report_failure(where, "tfmw", exc)
 
+    if not shared and not args.quick and floor and "boot" in tfmw:
+        _extra_boots(entry, where, workdir, cell_path, index)
+
     if use_ray and index < args.ray_rounds:
         ray = attempt(entry, "ray", where, lambda: run_ray(job, workdir))
         if ray:
@@ -122,6 +126,29 @@ def _contenders(entry, where, args, job, cell_path, workdir, shared, use_ray, in
 
     if args.threads_experiment:
         threads_round(entry, where, workdir, cell_path, default_first=index % 2 == 0)
+
+
+def _extra_boots(entry, where, workdir, cell_path, index) -> None:
+    """EXTRA_BOOTS start-ups on each side, alternating which goes first."""
+    floor, tfmw = entry["floor"], entry["tfmw"]
+    floor["extra_boots"], tfmw["extra_boots"] = [], []
+
+    def floor_boot():
+        floor["extra_boots"].append(run_floor(workdir, cell_path, fits=0)["boot"])
+
+    def tfmw_boot():
+        tfmw["extra_boots"].append(tfmw_boot_only())
+
+    try:
+        for k in range(EXTRA_BOOTS):
+            for side in ((floor_boot, tfmw_boot) if (index + k) % 2 == 0
+                         else (tfmw_boot, floor_boot)):
+                side()
+    except Exception as exc:   # the round's other numbers stand
+        tfmw["extra_boots_failed"] = report_failure(where, "extra boots", exc)
+    progress(f"{where} extra boots: floor "
+             f"{', '.join(f'{b:.2f}' for b in floor['extra_boots'])} s, tfmw "
+             f"{', '.join(f'{b:.2f}' for b in tfmw['extra_boots'])} s")
 
 
 def _rounds(report, args, job, cell_path, workdir, use_ray) -> None:

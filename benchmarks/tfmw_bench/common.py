@@ -13,6 +13,12 @@ WORKERS = 2
 # Warm cells per round on each side (the floor fits again in its processes): their
 # median is the round's warm time, steadier than one cell.
 WARM_CELLS = 3
+# Dashboard off/on pairs per round: its goal (>= 0.97x) sits within a few percent of
+# the two sides' difference, so it gets more samples than the warm cell.
+DASHBOARD_PAIRS = 6
+# Start-ups only (start, ready, stop) per round on each side, after the cells: one boot a
+# round gave 9 samples a side, too few for the boot goal's verdict to repeat.
+EXTRA_BOOTS = 2
 GLOBAL_BATCH = 64
 FEATURES = 32
 UNITS = 64

@@ -174,8 +174,9 @@ def run_floor(workdir: str, cell_path: str, *, threads: int = 0, fits: int = 1,
             "boot_cpu": sum(workers.ready_cpu.values()),   # CPU seconds until ready
             "cells": [line["cell_seconds"] for line in chief],
             "fits": [line["fit_seconds"] for line in chief],
-            "loss": chief[-1]["loss"],
-            "peak_rss_mb": [fit_lines[i][-1].get("peak_rss_mb") for i in range(size)],
+            "loss": chief[-1]["loss"] if chief else None,
+            "peak_rss_mb": [fit_lines[i][-1].get("peak_rss_mb") if fit_lines[i] else None
+                            for i in range(size)],
             "wall": max(exited.values()) - began,
         }
     finally:

@@ -155,6 +155,10 @@ def _pick(value, index):
 def summarize(rounds: list[dict], steps: int) -> dict:
     s = {key: stats(_pick(v, index) for v in _column(rounds, path))
          for key, (path, index) in COLUMNS.items()}
+    for side in ("floor", "tfmw"):   # every start-up of a round: the cold one and the extras
+        s[f"{side}_boot"] = stats(
+            boot for entry in rounds if _ok(entry.get(side)) and "boot" in entry[side]
+            for boot in [entry[side]["boot"]] + entry[side].get("extra_boots", []))
     s["trivial_ms"] = stats(ms for values in _column(rounds, ("tfmw", "trivial_ms"))
                             for ms in values)
     # start -> trained = start + cold cell, per round, on both sides (the floor's
@@ -188,7 +192,8 @@ def summarize(rounds: list[dict], steps: int) -> dict:
 # summarized by its fast mode instead, the 10th percentile of all its cells, and the
 # interval comes from resampling whole rounds (paired: a slow spell hits both sides).
 SAMPLES = {
-    "boot": lambda e: ([e["tfmw"]["boot"]], [e["floor"]["boot"]]),
+    "boot": lambda e: ([e["tfmw"]["boot"]] + e["tfmw"].get("extra_boots", []),
+                       [e["floor"]["boot"]] + e["floor"].get("extra_boots", [])),
     "fit_warm": lambda e: (e["tfmw"]["warm"]["all"], e["floor"]["cells"][1:]),
     # steps/s on / off = cell time off / on
     "dashboard": lambda e: (e["tfmw"]["dashboard"]["off"]["all"],
@@ -238,19 +243,20 @@ def interval(pairs: list[tuple], key: str, confidence: float = CONFIDENCE,
     return values[int(tail * resamples)], values[int((1 - tail) * resamples) - 1]
 
 
+def judge(pairs: list[tuple], key: str, op: str, bound: float) -> dict:
+    """A goal's figure (`estimate`), a bootstrap interval for it, and a verdict: met or
+    missed when the whole interval is on one side of the bound, None (inconclusive)
+    when it straddles the bound or there are too few rounds."""
+    value = estimate(pairs, key) if pairs else None
+    span = interval(pairs, key)
+    met = None
+    if span is not None:
+        passes = [{"<=": v <= bound, ">=": v >= bound, "<": v < bound}[op] for v in span]
+        met = passes[0] if passes[0] == passes[1] else None
+    return {"value": value, "interval": span, "met": met, "n": len(pairs)}
+
+
 def goals(s: dict, rounds: list[dict] | None = None) -> dict:
-    """Each goal: its figure (`estimate`), a bootstrap interval for it, and a verdict:
-    met or missed when the whole interval is on one side of the bound, None
-    (inconclusive) when it straddles the bound or there are too few rounds."""
-    out = {}
-    for key, (op, bound, text) in GOALS.items():
-        pairs = per_round(rounds or [], key)
-        value = estimate(pairs, key) if pairs else None
-        span = interval(pairs, key)
-        met = None
-        if span is not None:
-            passes = [{"<=": v <= bound, ">=": v >= bound, "<": v < bound}[op] for v in span]
-            met = passes[0] if passes[0] == passes[1] else None
-        out[key] = {"goal": text, "value": value, "interval": span, "met": met,
-                    "n": len(pairs)}
-    return out
+    """Each goal of GOALS judged on the rounds (see `judge`)."""
+    return {key: {"goal": text, **judge(per_round(rounds or [], key), key, op, bound)}
+            for key, (op, bound, text) in GOALS.items()}

@@ -11,6 +11,7 @@ from tfmw_notebook.run_options import CellOptions
 
 from .common import (
     CELL_TIMEOUT,
+    DASHBOARD_PAIRS,
     START_TIMEOUT,
     TRIVIAL_TIMEOUT,
     WARM_CELLS,
@@ -29,6 +30,13 @@ def tfmw_start():
     seconds = time.perf_counter() - began
     live_clusters.append(cluster)
     return cluster, seconds
+
+
+def tfmw_boot_only() -> float:
+    """Start a cluster and stop it: the start-up's seconds."""
+    cluster, seconds = tfmw_start()
+    tfmw_stop(cluster)
+    return seconds
 
 
 def tfmw_stop(cluster) -> float:
@@ -149,9 +157,9 @@ def tfmw_round(out: dict, where: str, job: str, trivial: int, shared,
         out["trivial_ms"] = trivial_cells(cluster, trivial)
         progress(f"{where} trivial cell: median {statistics.median(out['trivial_ms']):.1f} ms "
                  f"over {trivial}")
-        # Off and on alternate, WARM_CELLS pairs; each side's median is the round's.
+        # Off and on alternate, DASHBOARD_PAIRS pairs; each side's median is the round's.
         cells: dict[str, list] = {"off": [], "on": []}
-        for _ in range(WARM_CELLS):
+        for _ in range(DASHBOARD_PAIRS):
             for on in ((True, False) if dashboard_on_first else (False, True)):
                 cells["on" if on else "off"].append(dashboard_cell(cluster, job, on=on))
         out["dashboard"] = {name: _median_of(runs) for name, runs in cells.items()}
