@@ -90,7 +90,8 @@ class EngineGroup:
         owns it from here on and closes it when it stops).
         """
         kwargs = {"profile_dir": profile_dir} if profile_dir else {}
-        controller_args, engine_argv, engine_kwargs = _launch_settings(environment, network)
+        controller_args, engine_argv, engine_kwargs = _launch_settings(
+            environment, network, timeout)
         # ipyparallel's own warnings (engine logs of killed engines) would land in
         # the cell; we report failures ourselves. Engines read the controller's
         # connection file (they wait for it), so they can start before it exists.
@@ -116,7 +117,8 @@ class EngineGroup:
         group._engine_argv = engine_argv
         group.network = network
         try:
-            group.ids = group._wait_for_new_engines(n, time.monotonic() + timeout)
+            group.ids = group._wait_for_new_engines(n, time.monotonic() + timeout,
+                                                    launched=set(cluster.engines))
         except (ClusterSetupError, KeyboardInterrupt):
             group.stop()
             raise
@@ -198,19 +200,33 @@ class EngineGroup:
         except OSError:
             return False
 
-    def _wait_for_new_engines(self, n: int, deadline: float) -> list[int]:
+    def _wait_for_new_engines(self, n: int, deadline: float, *,
+                              launched: set[str] = frozenset()) -> list[int]:
+        """Ids of `n` engines new to this group. `launched`: the engine sets we just
+        started; one whose process ends before it registers fails the wait at once."""
         known = set(self.ids) | self._retired
         while True:
             fresh = sorted(self.registered() - known)
             if len(fresh) >= n:
                 return fresh[:n]
+            if launched:
+                exited = _exited_engine_logs(self.cluster, launched)
+                if exited:
+                    raise ClusterSetupError(
+                        f"{len(exited)} of {n} engines ended before they registered; "
+                        f"the last line of the first one's log: {_last_line(exited[0])!r} "
+                        f"(whole log: {exited[0]})")
             if time.monotonic() > deadline:
                 raise ClusterSetupError(
                     f"only {len(fresh)} of {n} engines registered in time; "
-                    "raise --timeout, or check the engines' logs "
-                    f"(ipcluster's log directory in {self.client.profile or 'the profile'})"
-                )
+                    f"raise --timeout, or check the engines' logs in {self._log_dir()}")
             time.sleep(POLL_SECONDS)
+
+    def _log_dir(self) -> str:
+        profile_dir = getattr(self.cluster, "profile_dir", None)
+        if profile_dir:
+            return os.path.join(profile_dir, "log")
+        return f"the log directory of ipyparallel profile {self.client.profile or 'default'!r}"
 
     # -- kill / restart / stop --------------------------------------------------
 
@@ -285,6 +301,7 @@ class EngineGroup:
                 self.network.reopen()   # its keeper was killed: a new private network
                 self._engine_kwargs["engine_cmd"] = (self.network.command_prefix()
                                                      + self._engine_argv)
+            old_sets = set(self.cluster.engines)
             self.cluster.start_engines_sync(n, **self._engine_kwargs)
         except Exception as exc:  # the launcher's own failure: say whose it is
             raise ClusterSetupError(
@@ -292,7 +309,8 @@ class EngineGroup:
                 f"({exc!r}): "
                 "start the cluster again (e.g. `ipcluster start`), then `%tfdist attach`"
             ) from None
-        self.ids = self._wait_for_new_engines(n, deadline)
+        self.ids = self._wait_for_new_engines(
+            n, deadline, launched=set(self.cluster.engines) - old_sets)
         return self.ids
 
     def _bring_back(self, hosts: list[str]) -> str:
@@ -316,7 +334,8 @@ class EngineGroup:
         self.network = None
         self.ids = []
 
-def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork | None):
+def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork | None,
+                     timeout: float):
     """(controller args, engine argv, engine launcher kwargs) for the engines we start."""
     controller_args = list(_CONTROLLER_ARGS)
     # With the environment TF needs at import, engines start importing it at once.
@@ -333,9 +352,43 @@ def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork
     startup = "__import__('tfmw_notebook.orphan_guard', fromlist=['start']).start()"
     # No nanny process per engine: it would start while TensorFlow is imported,
     # and engines we start are on this host, killed by pid (see kill()).
+    # Engines start before the controller and wait for its connection file; by
+    # default they give up after 10 s, which a loaded 2-core machine can exceed
+    # while two engines import TensorFlow. Wait as long as the start may take.
     engine_kwargs["engine_args"] = [f"--IPEngine.startup_command={startup}",
-                                    "--IPEngine.enable_nanny=False"]
+                                    "--IPEngine.enable_nanny=False",
+                                    f"--IPEngine.wait_for_url_file={timeout:g}"]
     return controller_args, engine_argv, engine_kwargs
+
+
+def _exited_engine_logs(cluster: ipp.Cluster | None, engine_sets: set[str]) -> list[str]:
+    """Log files of the engines in these engine sets whose process has ended.
+
+    Looks at the processes themselves (not the launchers' stop callbacks, which
+    run only while ipyparallel's event loop does)."""
+    logs = []
+    for set_id, engine_set in list(getattr(cluster, "engines", {}).items()):
+        if set_id not in engine_sets:
+            continue
+        for launcher in list(getattr(engine_set, "launchers", {}).values()):
+            process = getattr(launcher, "process", None)
+            try:
+                ended = process is not None and (
+                    not process.is_running() or process.status() == "zombie")
+            except Exception:  # psutil: gone between the two looks
+                ended = True
+            if ended:
+                logs.append(getattr(launcher, "output_file", "") or "<no log file>")
+    return logs
+
+
+def _last_line(log_file: str) -> str:
+    try:
+        with open(log_file, errors="replace") as f:
+            lines = [line.strip() for line in f if line.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1][-300:] if lines else "(empty log)"
 
 
 

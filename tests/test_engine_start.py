@@ -1,0 +1,48 @@
+"""Starting engines on a busy machine: a slow controller, engines that end at once.
+
+Real ipyparallel controllers and engine processes. Our engines start before the
+controller and wait for its connection file; on a loaded 2-core machine the
+controller can take longer than ipyparallel's default 10 s wait, and the engines
+used to give up silently, leaving the start to wait out its whole timeout.
+"""
+
+import asyncio
+import sys
+import time
+
+import ipyparallel as ipp
+import pytest
+from tfmw_notebook import ClusterSetupError, engines
+from tfmw_notebook.engines import EngineGroup
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_engines_wait_for_a_controller_slower_than_ten_seconds(monkeypatch):
+    start_controller = ipp.Cluster.start_controller
+
+    async def late_start_controller(self, *args, **kwargs):
+        await asyncio.sleep(12)  # as a controller starved of CPU while engines import TF
+        return await start_controller(self, *args, **kwargs)
+
+    monkeypatch.setattr(ipp.Cluster, "start_controller", late_start_controller)
+    group = EngineGroup.start(2, timeout=60)
+    try:
+        assert len(group.ids) == 2
+        assert group.registered() >= set(group.ids)
+    finally:
+        group.stop()
+
+
+def test_engines_that_end_before_registering_fail_the_start_at_once(monkeypatch):
+    # An engine command that prints a complaint and exits, as a broken environment would.
+    monkeypatch.setattr(engines, "_ENGINE_COMMAND", [
+        sys.executable, "-c", "print('engine cannot start: no such thing'); raise SystemExit(3)"])
+    began = time.monotonic()
+    with pytest.raises(ClusterSetupError) as caught:
+        EngineGroup.start(2, timeout=90, environment={"TFMW_TEST": "1"})
+    message = str(caught.value)
+    assert time.monotonic() - began < 45, "waited for the timeout instead of noticing"
+    assert "ended before they registered" in message
+    assert "engine cannot start: no such thing" in message
+    assert "\n" not in message
