@@ -368,3 +368,28 @@ def test_nothing_to_sum_up_gives_no_summary_line():
     assert summary_text(store.summary()) == ""
     store.feed({"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0, "logs": {"loss": 0.5}})
     assert summary_text(store.summary()).startswith("1 epoch · ")
+
+
+def test_a_finished_cell_leaves_no_dashboard_widget_open(monkeypatch):
+    # The static image replaces the live view; its widgets (image, progress rows, their
+    # layouts) must not stay registered, each holding a comm and the last PNG.
+    from ipywidgets.widgets import widget as widget_module
+    from tfmw_notebook.widgets import live
+
+    handles = []
+
+    class Handle:
+        def update(self, obj):
+            handles.append(obj)
+
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: Handle())
+    before = set(widget_module._instances)
+    run = live.LiveRun(widgets=True)
+    run.on_data(0, {"tfmw-events-1": [begin(0), batch(0, 0), batch(0, 1),
+                                      {"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0,
+                                       "logs": {"loss": 0.5}}]})
+    run.on_data(1, {"tfmw-events-1": [begin(1), batch(1, 0)]})
+    assert len(set(widget_module._instances) - before) > 5   # the live view was built
+    run.finish()
+    assert set(widget_module._instances) - before == set()
+    assert handles, "the static image was not shown in the view's place"

@@ -53,6 +53,19 @@ def show_figure(image: widgets.Image, png: bytes) -> None:
     image.layout.width = f"{shown_width(png)}px"
 
 
+def close_widget_tree(widget: widgets.Widget) -> None:
+    """Close a widget, its children and their layouts and styles. ipywidgets keeps
+    every open widget (and its comm) until closed; closing only the outer box would
+    leave each cell's image and progress rows alive for the kernel's whole life."""
+    for child in getattr(widget, "children", ()):
+        close_widget_tree(child)
+    for part in ("layout", "style"):
+        inner = getattr(widget, part, None)
+        if isinstance(inner, widgets.Widget):
+            inner.close()
+    widget.close()
+
+
 def whole_epoch_ticks(axes) -> None:
     """Epoch axes tick whole epochs only (no 4.25 or 0.5)."""
     from matplotlib.ticker import MaxNLocator
@@ -291,6 +304,10 @@ class Dashboard:
     def final_png(self) -> bytes:
         """The curves as they stand, for the static image left in the cell."""
         return render_curves_png(self.store)
+
+    def close(self) -> None:
+        """Close every widget of the view (the static image has replaced it)."""
+        close_widget_tree(self.widget)
 
     def summary_line(self) -> str:
         return summary_text(self.store.summary())

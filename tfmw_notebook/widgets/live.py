@@ -56,7 +56,7 @@ class LiveRun:
                 self._handle.update(Image(data=png, format="png", width=shown_width(png)))
             else:  # evaluate() only: nothing to draw, the summary line says it all
                 self._handle.update(Markdown(""))
-            self._view.widget.close()
+            self._view.close()
         else:
             self._view.refresh(force=True)
         summary = self._view.summary_line()
