@@ -119,6 +119,7 @@ def dashboard_cell(cluster, job: str, *, on: bool) -> dict:
         if view is not None:
             view.final_png()
             view.summary_line()
+            view.close()
         result["finish"] = time.perf_counter() - began
     result["redraws"] = getattr(view, "redraws", None)
     result["ranks_reporting"] = len(live.store.ranks)
