@@ -80,3 +80,13 @@ def test_launch_environment_allows_an_early_import_only_without_per_rank_gpus():
                    "CUDA_VISIBLE_DEVICES": "-1"}
     assert "TF_CONFIG" not in env  # not known before the handshake, not needed at import
     assert tfconfig.launch_environment(1) is None
+
+
+def test_grpc_options_add_a_fast_first_reconnect_and_keep_the_engines_own():
+    assert tfconfig.grpc_options(None) == "grpc.initial_reconnect_backoff_ms=50"
+    assert tfconfig.grpc_options("") == "grpc.initial_reconnect_backoff_ms=50"
+    assert tfconfig.grpc_options("grpc.keepalive_time_ms=60000") == (
+        "grpc.keepalive_time_ms=60000,grpc.initial_reconnect_backoff_ms=50")
+    # A value the engine's environment already sets is theirs to keep.
+    assert tfconfig.grpc_options("grpc.initial_reconnect_backoff_ms=500,a=1") == (
+        "grpc.initial_reconnect_backoff_ms=500,a=1")

@@ -39,10 +39,12 @@ def test_context_and_tf_config(tf_kernel):
     tf_kernel.ok("%%tfdist\nimport os, json\ncfg = json.loads(os.environ['TF_CONFIG'])\n"
                  "me = [tfdist.rank, tfdist.world_size, tfdist.is_chief, cfg['task']['index'],"
                  " len(cfg['cluster']['worker']), os.environ['TF_USE_LEGACY_KERAS'],"
-                 " strategy.cluster_resolver.task_id, tf.keras.__name__.split('.')[0]]")
+                 " strategy.cluster_resolver.task_id, tf.keras.__name__.split('.')[0],"
+                 " os.environ['TF_GRPC_DEFAULT_OPTIONS']]")
+    fast_reconnect = "grpc.initial_reconnect_backoff_ms=50"  # set before the strategy
     assert per_worker(tf_kernel, "me") == [
-        [0, 2, True, 0, 2, "1", 0, "tf_keras"],
-        [1, 2, False, 1, 2, "1", 1, "tf_keras"],
+        [0, 2, True, 0, 2, "1", 0, "tf_keras", fast_reconnect],
+        [1, 2, False, 1, 2, "1", 1, "tf_keras", fast_reconnect],
     ]
 
 

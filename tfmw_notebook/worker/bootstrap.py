@@ -17,6 +17,7 @@ import socket
 import time
 
 from ..tempdirs import remove_worker_tempdir, use_private_tempdir
+from ..tfconfig import GRPC_OPTIONS_VARIABLE, grpc_options
 from . import controller_watch, keras_hooks, shared_strategy
 from .context import WorkerContext
 from .reporting import EventPublisher
@@ -69,6 +70,8 @@ def bootstrap(settings: dict) -> dict:
         raise WorkerSetupError(
             "this engine is already a worker; restart the engines to reconfigure")
     os.environ.update(settings["env"])
+    # Read by TensorFlow when it opens its first channel (creating the strategy, below).
+    os.environ[GRPC_OPTIONS_VARIABLE] = grpc_options(os.environ.get(GRPC_OPTIONS_VARIABLE))
     _tempdir["path"] = use_private_tempdir()
     atexit.register(remove_worker_tempdir, os.getpid(), _tempdir["path"])
     check_packages()
