@@ -344,7 +344,10 @@ def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork
         controller_args += ["--IPController.engine_transport=ipc",
                             f"--IPController.engine_ip={network.socket_dir}/engine"]
     engine_kwargs: dict = {"engine_cmd": (network.command_prefix() if network is not None
-                                          else []) + engine_argv}
+                                          else []) + engine_argv,
+                           # ipyparallel waits 0.1 s between engines (0.7 s for the last
+                           # of 8): each would start its TensorFlow import that much later.
+                           "delay": 0}
     if environment is not None:
         engine_kwargs["environment"] = dict(environment)
     # Our engines end with this kernel.
