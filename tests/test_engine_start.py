@@ -34,13 +34,26 @@ def test_engines_wait_for_a_controller_slower_than_ten_seconds(monkeypatch):
         group.stop()
 
 
-def test_engines_that_end_before_registering_fail_the_start_at_once(monkeypatch):
-    # An engine command that prints a complaint and exits, as a broken environment would.
+@pytest.mark.parametrize("after, in_event_loop", [(0.0, False), (2.0, False), (0.0, True)])
+def test_engines_that_end_before_registering_fail_the_start_at_once(monkeypatch, after,
+                                                                    in_event_loop):
+    # An engine command that prints a complaint and exits, as a broken environment would,
+    # at once or a little later. Called from a running event loop, as in a kernel,
+    # ipyparallel runs its own loop in a thread and moves ended engines out of their
+    # set; called from plain code, only the engines' processes are gone.
     monkeypatch.setattr(engines, "_ENGINE_COMMAND", [
-        sys.executable, "-c", "print('engine cannot start: no such thing'); raise SystemExit(3)"])
+        sys.executable, "-c", f"import time; time.sleep({after}); "
+        "print('engine cannot start: no such thing'); raise SystemExit(3)"])
+
+    def start():
+        EngineGroup.start(2, timeout=90, environment={"TFMW_TEST": "1"})
+
+    async def start_in_a_running_loop():
+        start()
+
     began = time.monotonic()
     with pytest.raises(ClusterSetupError) as caught:
-        EngineGroup.start(2, timeout=90, environment={"TFMW_TEST": "1"})
+        asyncio.run(start_in_a_running_loop()) if in_event_loop else start()
     message = str(caught.value)
     assert time.monotonic() - began < 45, "waited for the timeout instead of noticing"
     assert "ended before they registered" in message

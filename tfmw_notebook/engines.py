@@ -210,12 +210,12 @@ class EngineGroup:
             if len(fresh) >= n:
                 return fresh[:n]
             if launched:
-                exited = _exited_engine_logs(self.cluster, launched)
-                if exited:
+                ended = _ended_engines(self.cluster, launched)
+                if ended:
                     raise ClusterSetupError(
-                        f"{len(exited)} of {n} engines ended before they registered; "
-                        f"the last line of the first one's log: {_last_line(exited[0])!r} "
-                        f"(whole log: {exited[0]})")
+                        f"{len(ended)} of {n} engines ended before they registered; the last "
+                        f"line of one's log: {next(iter(ended.values()))!r} (the engines' "
+                        f"logs are in {self._log_dir()})")
             if time.monotonic() > deadline:
                 raise ClusterSetupError(
                     f"only {len(fresh)} of {n} engines registered in time; "
@@ -364,33 +364,38 @@ def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork
     return controller_args, engine_argv, engine_kwargs
 
 
-def _exited_engine_logs(cluster: ipp.Cluster | None, engine_sets: set[str]) -> list[str]:
-    """Log files of the engines in these engine sets whose process has ended.
+def _ended_engines(cluster: ipp.Cluster | None, engine_sets: set[str]) -> dict[str, str]:
+    """{engine: the last line of its log} for the engines in these engine sets whose
+    process has ended.
 
-    Looks at the processes themselves (not the launchers' stop callbacks, which
-    run only while ipyparallel's event loop does)."""
-    logs = []
+    Two places to look: ipyparallel moves an ended engine out of its set (keeping its
+    output) only while its event loop runs, e.g. during the controller's start; one
+    that ended since is still in the set, its process gone."""
+    ended = {}
     for set_id, engine_set in list(getattr(cluster, "engines", {}).items()):
         if set_id not in engine_sets:
             continue
-        for launcher in list(getattr(engine_set, "launchers", {}).values()):
-            process = getattr(launcher, "process", None)
-            try:
-                ended = process is not None and (
-                    not process.is_running() or process.status() == "zombie")
-            except Exception:  # psutil: gone between the two looks
-                ended = True
-            if ended:
-                logs.append(getattr(launcher, "output_file", "") or "<no log file>")
-    return logs
+        outputs = getattr(engine_set, "outputs", {})
+        for identifier in list(getattr(engine_set, "stop_data", {}).get("engines", {})):
+            ended[f"{set_id}/{identifier}"] = _last_line(outputs.get(identifier) or "")
+        for identifier, launcher in list(getattr(engine_set, "launchers", {}).items()):
+            if _process_ended(launcher):
+                ended[f"{set_id}/{identifier}"] = _last_line(launcher.get_output() or "")
+    return ended
 
 
-def _last_line(log_file: str) -> str:
+def _process_ended(launcher) -> bool:
+    process = getattr(launcher, "process", None)  # None for launchers of remote engines
+    if process is None:
+        return False
     try:
-        with open(log_file, errors="replace") as f:
-            lines = [line.strip() for line in f if line.strip()]
-    except OSError:
-        return "(no log)"
+        return not process.is_running() or process.status() == "zombie"
+    except Exception:  # psutil: gone between the two looks
+        return True
+
+
+def _last_line(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
     return lines[-1][-300:] if lines else "(empty log)"
 
 
