@@ -7,7 +7,10 @@ used to give up silently, leaving the start to wait out its whole timeout.
 """
 
 import asyncio
+import json
+import os
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -65,3 +68,47 @@ def test_engines_that_end_before_registering_fail_the_start_at_once(monkeypatch,
     assert "ended before they registered" in message
     assert "engine cannot start: no such thing" in message
     assert "\n" not in message
+
+
+def test_a_connection_file_is_never_seen_half_written(tmp_path):
+    # Engines poll for the controller's file and read it as soon as it exists: a reader
+    # must find no file or all of it.
+    from tfmw_notebook.controller import write_whole
+
+    path = str(tmp_path / "ipcontroller-x-engine.json")
+    text = json.dumps({"key": "k" * 400_000})
+    seen, stop = [], threading.Event()
+
+    def read_while_written():
+        while not stop.is_set():
+            try:
+                with open(path) as f:
+                    seen.append(len(f.read()))
+            except FileNotFoundError:
+                pass
+
+    reader = threading.Thread(target=read_while_written)
+    reader.start()
+    try:
+        for _ in range(100):
+            write_whole(path, text)
+    finally:
+        stop.set()
+        reader.join(timeout=10)
+    assert seen and set(seen) == {len(text)}
+    assert os.stat(path).st_mode & 0o777 == 0o600       # it holds the session key
+    assert os.listdir(tmp_path) == ["ipcontroller-x-engine.json"]   # nothing left aside
+
+
+def test_the_controller_writes_its_connection_files_for_its_owner_only():
+    group = EngineGroup.start(2, timeout=60)
+    try:
+        security = os.path.join(group.cluster.profile_dir, "security")
+        mine = [name for name in os.listdir(security)
+                if name.startswith(f"ipcontroller-{group.cluster.cluster_id}-")]
+        assert len(mine) == 2   # the engines' file and the clients'
+        assert all(os.stat(os.path.join(security, name)).st_mode & 0o777 == 0o600
+                   for name in mine)
+        assert not [name for name in os.listdir(security) if name.startswith(".tmp-")]
+    finally:
+        group.stop()

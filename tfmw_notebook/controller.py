@@ -3,7 +3,16 @@
 With the ipc transport (engines in a private network, private_network.py),
 ipyparallel's controller binds `<path>-<port>` while its engines and clients
 connect to `<path>:<port>`; ours binds what they connect to.
+
+Our engines start before the controller and read its connection file the moment
+it exists; ipyparallel writes it in place, so an engine could read it empty and
+exit. Ours appears whole (written aside, then renamed), readable by its owner only
+from the start (it holds the session key).
 """
+
+import json
+import os
+import tempfile
 
 
 def _controller_class():
@@ -17,7 +26,28 @@ def _controller_class():
                 return interface + ":" + url[len(interface) + 1:]
             return url
 
+        def save_connection_dict(self, fname, cdict):
+            path = os.path.join(self.profile_dir.security_dir, fname)
+            self.log.info("writing connection info to %s", path)
+            write_whole(path, json.dumps(cdict, indent=2))
+
     return Controller
+
+
+def write_whole(path: str, text: str) -> None:
+    """Write `path` so that a reader sees either no file or all of it (mode 0600)."""
+    folder = os.path.dirname(path)
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(descriptor, "w") as f:   # mkstemp: 0600 already
+            f.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
+        raise
 
 
 if __name__ == "__main__":
