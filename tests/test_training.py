@@ -48,6 +48,14 @@ def test_context_and_tf_config(tf_kernel):
     ]
 
 
+def test_engines_start_without_the_kernel_debugger_yet_cells_can_import_debugpy(tf_kernel):
+    # The engines skip ipykernel's debugger (debugpy's import slowed every start-up);
+    # a cell's own `import debugpy` still works.
+    tf_kernel.ok("%%tfdist\nimport ipykernel.debugger as _kd\nimport debugpy\n"
+                 "debugger_state = [_kd._is_debugpy_available, debugpy.__name__]")
+    assert per_worker(tf_kernel, "debugger_state") == [[False, "debugpy"], [False, "debugpy"]]
+
+
 def test_cell_that_builds_its_own_strategy(tf_kernel):
     tf_kernel.ok("%%tfdist\nimport tensorflow as tf\n"
                  "own = tf.distribute.MultiWorkerMirroredStrategy()\n"
