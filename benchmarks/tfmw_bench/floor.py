@@ -38,6 +38,7 @@ for index in range(fits):
     import resource
     say(event="fit", index=index, cell_seconds=time.perf_counter() - began,
         fit_seconds=namespace["bench_fit_seconds"], loss=namespace["bench_loss"],
+        loop_seconds=namespace["bench_loop_seconds"],
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 """
 
@@ -174,6 +175,7 @@ def run_floor(workdir: str, cell_path: str, *, threads: int = 0, fits: int = 1,
             "boot_cpu": sum(workers.ready_cpu.values()),   # CPU seconds until ready
             "cells": [line["cell_seconds"] for line in chief],
             "fits": [line["fit_seconds"] for line in chief],
+            "loops": [line["loop_seconds"] for line in chief],
             "loss": chief[-1]["loss"] if chief else None,
             "peak_rss_mb": [fit_lines[i][-1].get("peak_rss_mb") if fit_lines[i] else None
                             for i in range(size)],

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .report import PERCENTILE
+
 RULE = "-" * 96
 
 # A layout is one (gap, format spec) per column: `gap` spaces, then the cell formatted.
@@ -43,7 +45,8 @@ def goal_text(summary: dict, key: str | None) -> str:
         return goal["goal"] + " (too few rounds for a verdict)"
     unit = " ms" if key == "trivial_ms" else "x"
     verdict = {True: "ok", False: "MISSED", None: "inconclusive"}[goal["met"]]
-    figure = "median" if key == "trivial_ms" else "fast modes"
+    figure = ("median" if key == "trivial_ms" else "medians" if key in PERCENTILE
+              else "fast modes")
     return (f"{goal['goal']} {verdict} ({figure} {goal['value']:.2f}{unit}, 90% "
             f"{interval[0]:.2f}-{interval[1]:.2f})")
 
@@ -118,15 +121,21 @@ def _versus_ray(report: dict, use_ray: bool) -> list[str]:
 def _dashboard(s: dict) -> list[str]:
     return [
         row(COMPARE, "dashboard (warm cluster)", "off", "on", "on/off", "goal"),
-        row(COMPARE, "steps/s", cell(s["dashboard_off_steps_per_s"], 1),
+        row(COMPARE, "steps/s (training loop)", cell(s["dashboard_off_steps_per_s"], 1),
             cell(s["dashboard_on_steps_per_s"], 1), ratio_text(s["ratios"]["dashboard"]),
             goal_text(s, "dashboard")),
-        row(COMPARE, "cell s", cell(s["dashboard_off_cell"]), cell(s["dashboard_on_cell"]),
-            "", ""),
+        row(COMPARE, "cell s (ratio: as steps/s)", cell(s["dashboard_off_cell"]),
+            cell(s["dashboard_on_cell"]), ratio_text(s["ratios"].get("dashboard_cell")), ""),
+        row(COMPARE, "cells with the post-fit stall", _share(s.get("dashboard_off_stalled")),
+            _share(s.get("dashboard_on_stalled")), "", ""),
         row(COMPARE, "notebook-side CPU in the cell s", cell(s.get("dashboard_off_kernel_cpu")),
             cell(s.get("dashboard_on_kernel_cpu")), "", ""),
         row(COMPARE, "final PNG after the cell s", "-", cell(s["dashboard_on_finish"]), "", ""),
     ]
+
+
+def _share(value) -> str:
+    return "-" if value is None else f"{value:.0%}"
 
 
 def _trivial(s: dict) -> str:

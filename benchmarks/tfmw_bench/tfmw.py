@@ -74,8 +74,9 @@ def tfmw_cell(cluster, source: str, *, options, on_data=None,
     result = {"seconds": time.perf_counter() - began,
               "kernel_cpu": time.process_time() - cpu_began}
     if inner:  # the chief's own model.fit time, read after the clock stopped
-        values = cluster.pull(["bench_fit_seconds", "bench_loss"], rank=0)
+        values = cluster.pull(["bench_fit_seconds", "bench_loop_seconds", "bench_loss"], rank=0)
         result["fit"] = values["bench_fit_seconds"]
+        result["loop"] = values["bench_loop_seconds"]
         result["loss"] = values["bench_loss"]
     if err.getvalue().strip():
         result["stderr_tail"] = err.getvalue().strip().splitlines()[-3:]
@@ -104,14 +105,14 @@ def dashboard_cell(cluster, job: str, *, on: bool) -> dict:
     report events, Keras progress quiet, events fed to a LiveRun(widgets=True) while the
     cell runs (matplotlib PNG redraws, progress widgets), then the final PNG."""
     if not on:
-        return tfmw_cell(cluster, job, options=CellOptions(), inner=False)
+        return tfmw_cell(cluster, job, options=CellOptions())
     from tfmw_notebook.widgets.live import LiveRun
 
     live = LiveRun(widgets=True)
     # Outside a kernel IPython's display() prints the widget's repr: swallow it.
     with contextlib.redirect_stdout(io.StringIO()):
         result = tfmw_cell(cluster, job, options=CellOptions(report=True, quiet_progress=True),
-                           on_data=live.on_data, inner=False)
+                           on_data=live.on_data)
         # LiveRun.finish() needs the display handle of a kernel (display() returns None
         # outside one); do its work: the final PNG and the summary line.
         view = getattr(live, "_view", None)
@@ -131,6 +132,8 @@ def dashboard_cell(cluster, job: str, *, on: bool) -> dict:
 def _median_of(results: list[dict]) -> dict:
     """Several runs of one cell as one: the median of each number, and every wall time."""
     merged = {"all": [r["seconds"] for r in results]}
+    if all("loop" in r for r in results):   # the chief's training loops, in order
+        merged["all_loops"] = [r["loop"] for r in results]
     for key in results[0]:
         values = [r[key] for r in results if isinstance(r.get(key), (int, float))]
         if values and len(values) == len(results):
