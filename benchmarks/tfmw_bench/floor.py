@@ -115,7 +115,7 @@ class _Workers:
                 ready[index] = stamp
                 self.ready_cpu[index] = message.get("cpu_seconds", 0.0)
             elif kind == "fit":
-                fit_lines[index].append(message)
+                fit_lines[index].append(dict(message, stamp=stamp))
             elif kind == "exit":
                 exited[index] = stamp
                 if message["returncode"] != 0:
@@ -151,11 +151,21 @@ class _Workers:
         return "".join(parts)
 
 
+def cells_until_all_finished(ready: dict, fit_lines: dict) -> list[float]:
+    """Fit k as a notebook cell would see it: from every worker done with fit k - 1 (the
+    first: every worker ready) to every worker done with fit k. The chief's own times
+    leave out a stall that kept another worker (a tfmw cell waits for all of them)."""
+    ends = [max(lines[k]["stamp"] for lines in fit_lines.values())
+            for k in range(min(len(lines) for lines in fit_lines.values()))]
+    return [end - start for start, end in zip([max(ready.values())] + ends, ends)]
+
+
 def run_floor(workdir: str, cell_path: str, *, threads: int = 0, fits: int = 1,
               timeout: float = FLOOR_TIMEOUT, size: int = WORKERS) -> dict:
     """N hand-started workers. Times: boot = Popen -> last worker 'ready' (interpreter
     start, TF import and MWMS creation count), cell/fit = the chief's in-process time of
-    fit number i, wall = Popen -> every process exited."""
+    fit number i (cells_all: until every worker finished it), wall = Popen -> every
+    process exited."""
     script = os.path.join(workdir, "floor_worker.py")
     if not os.path.exists(script):
         with open(script, "w") as f:
@@ -174,6 +184,7 @@ def run_floor(workdir: str, cell_path: str, *, threads: int = 0, fits: int = 1,
             "boot_per_worker": [ready[i] - workers.popen_at[i] for i in range(size)],
             "boot_cpu": sum(workers.ready_cpu.values()),   # CPU seconds until ready
             "cells": [line["cell_seconds"] for line in chief],
+            "cells_all": cells_until_all_finished(ready, fit_lines),
             "fits": [line["fit_seconds"] for line in chief],
             "loops": [line["loop_seconds"] for line in chief],
             "loss": chief[-1]["loss"] if chief else None,
