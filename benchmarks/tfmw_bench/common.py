@@ -37,10 +37,7 @@ RAY_TIMEOUT = 600.0          # documented only: Ray's fit() has no deadline of i
 # floor and Ray runners do the same), and leaves `bench_fit_seconds` (model.fit
 # alone), `bench_loop_seconds` (its training loop: on_train_begin -> on_train_end) and
 # `bench_loss` behind.
-JOB_CELL = """\
-import time
-import numpy as np
-
+LOOP_CLOCK = """\
 class _LoopClock(tf.keras.callbacks.Callback):
     # The training loop's seconds, first step to last: fit() may stall after its last
     # step while TensorFlow frees the input iterator (benchmarks/README.md).
@@ -50,7 +47,13 @@ class _LoopClock(tf.keras.callbacks.Callback):
     def on_train_end(self, logs=None):
         global bench_loop_seconds
         bench_loop_seconds = time.perf_counter() - self.began
+"""
 
+JOB_CELL = """\
+import time
+import numpy as np
+
+{clock}
 _rng = np.random.default_rng(0)
 _x = _rng.standard_normal(({samples}, {features})).astype("float32")
 _y = (_x @ _rng.standard_normal(({features}, 1)) + 0.1).astype("float32")
@@ -96,16 +99,7 @@ CNN_CELL = """\
 import time
 import numpy as np
 
-class _LoopClock(tf.keras.callbacks.Callback):
-    # The training loop's seconds, first step to last: fit() may stall after its last
-    # step while TensorFlow frees the input iterator (benchmarks/README.md).
-    def on_train_begin(self, logs=None):
-        self.began = time.perf_counter()
-
-    def on_train_end(self, logs=None):
-        global bench_loop_seconds
-        bench_loop_seconds = time.perf_counter() - self.began
-
+{clock}
 _rng = np.random.default_rng(0)
 _x = _rng.uniform(0, 1, ({samples}, 28, 28)).astype("float32")
 _y = _rng.integers(0, 10, {samples}).astype("int64")
@@ -131,9 +125,10 @@ def job_cell(epochs: int, steps: int, job: str = "dense") -> str:
     """The training cell for `epochs` x `steps` steps (one pass over the data per epoch)."""
     if job == "cnn":
         return CNN_CELL.format(samples=CNN_BATCH * steps, batch=CNN_BATCH, epochs=epochs,
-                               steps=steps, model=cnn_model_code(0.001))
+                               steps=steps, model=cnn_model_code(0.001), clock=LOOP_CLOCK)
     return JOB_CELL.format(samples=GLOBAL_BATCH * steps, features=FEATURES,
-                           batch=GLOBAL_BATCH, units=UNITS, epochs=epochs, steps=steps)
+                           batch=GLOBAL_BATCH, units=UNITS, epochs=epochs, steps=steps,
+                           clock=LOOP_CLOCK)
 
 
 _t0 = time.monotonic()
