@@ -49,8 +49,8 @@ def descendants_cpu() -> dict[str, float]:
 def instrument(marks: dict):
     """Record when each phase of TFCluster.start ends, relative to marks['began']."""
     import ipyparallel as ipp
-    import tfmw_notebook.cluster as cluster_module
-    from tfmw_notebook import engines
+    import tfmw_notebook.cluster.tfcluster as cluster_module
+    from tfmw_notebook.cluster import engines
 
     def timed(owner, name, phase):
         original = getattr(owner, name)

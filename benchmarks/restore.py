@@ -101,7 +101,7 @@ def one_round(job: dict) -> None:
         raise SystemExit(f"{job['name']}: the fault cell did not fail")
     except WorkerFailed as failure:
         if not failure.recovered or cluster.last_restore is None:
-            raise SystemExit(f"{job['name']}: no restore happened: {failure}")
+            raise SystemExit(f"{job['name']}: no restore happened: {failure}") from None
     recover = time.perf_counter() - began
     digest, steps, begun = ast.literal_eval(value(cluster.run(STATE)))
     trained_digest, trained_steps, _ = ast.literal_eval(job["state"])

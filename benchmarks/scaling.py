@@ -59,7 +59,7 @@ def peak_rss_mb(pid: int) -> float | None:
 
 def tfmw_round(size: int, job: str, trivial: int) -> dict:
     from tfmw_notebook import TFCluster
-    from tfmw_notebook.run_options import CellOptions
+    from tfmw_notebook.protocol.run_options import CellOptions
 
     began = time.perf_counter()
     cluster = TFCluster.start(size, timeout=300)

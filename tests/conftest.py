@@ -41,3 +41,11 @@ def terminal_shell():
     shell = globalipapp.get_ipython()
     shell.run_line_magic("load_ext", "tfmw_notebook")
     return shell
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test is `unit` (pure, seconds, no engines: its module says so) or `cluster`
+    (real engines and TensorFlow): `-m unit` runs the fast part alone."""
+    for item in items:
+        if item.get_closest_marker("unit") is None:
+            item.add_marker(pytest.mark.cluster)

@@ -170,7 +170,8 @@ def kernel():
         yield session
     finally:
         try:
-            session.execute("from tfmw_notebook.magics import stop_active_cluster as _s\n_s()",
+            session.execute("from tfmw_notebook.magics.session import stop_active_cluster\n"
+                            "stop_active_cluster()",
                             timeout=60)
         finally:
             session.shutdown()
@@ -251,7 +252,7 @@ def _check_magic_cluster(kernel, external, attach_line: str) -> None:
     kernel.ok("%%tfdist\n" + _WHO)
     out = kernel.ok("%%tfdist\n" + _REDUCE, timeout=60)
     assert out.results[-1]["text/plain"] == "3.0"
-    out = kernel.ok("import json\nfrom tfmw_notebook.magics import active_cluster\n"
+    out = kernel.ok("import json\nfrom tfmw_notebook.magics.session import active_cluster\n"
                     "print(json.dumps([active_cluster().pull(['who'], rank=r)['who'] "
                     "for r in range(2)]))")
     who = json.loads(out.stdout.strip().splitlines()[-1])
@@ -352,7 +353,7 @@ def test_magic_attach_bad_input(kernel, ipython_dir):
     assert "expected a whole number >= 1, got 0" in text
 
     assert time.monotonic() - began < 20
-    out = kernel.ok("from tfmw_notebook.magics import active_cluster\n"
+    out = kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
                     "print(active_cluster() is None)")
     assert out.stdout.strip() == "True"
     # A typo in the profile name leaves no stray profile directory behind.

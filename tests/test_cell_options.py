@@ -6,11 +6,11 @@ import re
 
 import pytest
 from IPython.core.error import UsageError
-from tfmw_notebook import cell_options
-from tfmw_notebook.magics import CELL_PARSER
-from tfmw_notebook.run_options import BackupPolicy, CellOptions, CheckpointPolicy
+from tfmw_notebook.magics import cell_options
+from tfmw_notebook.magics.parsers import CELL_PARSER
+from tfmw_notebook.protocol.run_options import BackupPolicy, CellOptions, CheckpointPolicy
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
 
 def build(line, tmp_path, **settings):
@@ -112,7 +112,7 @@ def test_api_users_build_the_same_options_as_the_magic(tmp_path):
 
 
 def test_ipython_syntax_is_transformed_and_its_magics_named():
-    from tfmw_notebook.cell_syntax import magics_called, python_source
+    from tfmw_notebook.cluster.cell_syntax import magics_called, python_source
 
     source = python_source("!ls /tmp\n%time y = 1\nx = 2\n")
     assert "get_ipython().system('ls /tmp')" in source
@@ -135,7 +135,7 @@ def test_tensorboard_flag_names_a_directory_next_to_the_run(tmp_path):
 
 def test_tensorboard_view_picks_the_directory_to_show(tmp_path):
     from tfmw_notebook.errors import BadArgument
-    from tfmw_notebook.tensorboard_view import logdir_for
+    from tfmw_notebook.widgets.tensorboard_view import logdir_for
 
     one, two = tmp_path / "tb" / "run-1", tmp_path / "tb" / "run-2"
     one.mkdir(parents=True)

@@ -46,7 +46,7 @@ def kernel(tmp_path_factory):
 
 
 def on_every_worker(kernel, expression):
-    out = kernel.ok("import json\nfrom tfmw_notebook.magics import active_cluster as _c\n"
+    out = kernel.ok("import json\nfrom tfmw_notebook.magics.session import active_cluster as _c\n"
                     f"_c().run('_probe = {expression}', want_display=False)\n"
                     "print(json.dumps([_c().pull(['_probe'], rank=r)['_probe']"
                     " for r in range(2)]))")
@@ -114,7 +114,7 @@ def test_worker_killed_while_saving_leaves_only_complete_checkpoints(kernel, tmp
     # The chief dies after writing checkpoint 3's files, before committing it.
     out = kernel.execute(
         f"%%tfdist --checkpoint-dir {run_dir}\n"
-        "import tfmw_notebook.checkpoints as _ckpt\n"
+        "import tfmw_notebook.protocol.checkpoints as _ckpt\n"
         "_commit = _ckpt.commit\n"
         "def _dying_commit(temp, run_dir, epoch):\n"
         "    if epoch == 3 and tfdist.is_chief:\n"
@@ -124,7 +124,7 @@ def test_worker_killed_while_saving_leaves_only_complete_checkpoints(kernel, tmp
         f"model.fit(train, epochs=5, steps_per_epoch={STEPS})", timeout=300)
     assert out.status == "error" and "died" in out.error["evalue"]
 
-    listing = kernel.ok("from tfmw_notebook import checkpoints\n"
+    listing = kernel.ok("from tfmw_notebook.protocol import checkpoints\n"
                         f"print([c.name for c in checkpoints.list_checkpoints({run_dir!r})])\n"
                         f"print(checkpoints.resolve({run_dir!r}).name)")
     assert listing.stdout.split("\n")[:2] == ["['ckpt-000001', 'ckpt-000002']", "ckpt-000002"]
@@ -132,7 +132,7 @@ def test_worker_killed_while_saving_leaves_only_complete_checkpoints(kernel, tmp
 
     # The previous checkpoint still restores, identically on every worker.
     kernel.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP + "\nmodel = build()")
-    out = kernel.ok("from tfmw_notebook.magics import active_cluster\n"
+    out = kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
                     "print(active_cluster().restore_checkpoint("
                     f"{run_dir + '/ckpt-000002'!r}, 'model'))")
     digests = eval(out.stdout.strip().splitlines()[-1])
@@ -147,8 +147,8 @@ def test_restored_weights_are_bit_identical_everywhere_and_in_the_notebook(kerne
               "trained = model.get_weights()", timeout=300)
     kernel.ok("%%tfdist\nmodel = build()")  # fresh weights, different from the checkpoint
     out = kernel.ok(
-        "import hashlib\nfrom tfmw_notebook.magics import active_cluster\n"
-        "from tfmw_notebook.checkpoint_actions import load_into_notebook\n"
+        "import hashlib\nfrom tfmw_notebook.magics.session import active_cluster\n"
+        "from tfmw_notebook.magics.checkpoint_loader import load_into_notebook\n"
         f"path = {run_dir + '/ckpt-000003'!r}\n"
         "workers = active_cluster().restore_checkpoint(path, 'model')\n"
         "here = load_into_notebook(path)\n"
@@ -235,7 +235,7 @@ def small_disk(tmp_path):
 
 def test_a_checkpoint_that_does_not_fit_is_absent_and_the_earlier_ones_load(tf_kernel,
                                                                            small_disk):
-    from tfmw_notebook.checkpoints import TEMP_PREFIX, list_checkpoints
+    from tfmw_notebook.protocol.checkpoints import TEMP_PREFIX, list_checkpoints
 
     tf_kernel.ok("%%tfdist --no-checkpoint\n" + DISK_FILLER)
     out = tf_kernel.execute(f"%%tfdist --checkpoint-dir {small_disk}\n"

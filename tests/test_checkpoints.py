@@ -4,10 +4,10 @@ import json
 import os
 
 import pytest
-from tfmw_notebook import checkpoints as ck
-from tfmw_notebook.checkpoints import CheckpointInfo
+from tfmw_notebook.protocol import checkpoints as ck
+from tfmw_notebook.protocol.checkpoints import CheckpointInfo
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
 
 def save(run_dir, epoch, metrics=None, nonce="w0", weights=b"weights", **extra):

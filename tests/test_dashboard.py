@@ -4,13 +4,13 @@ import math
 
 import ipywidgets
 import pytest
-from tfmw_notebook.metrics import MetricsStore
 from tfmw_notebook.widgets import Dashboard, TextReporter
-from tfmw_notebook.widgets.dashboard import format_duration, progress_text
+from tfmw_notebook.widgets.metrics import MetricsStore
+from tfmw_notebook.widgets.summaries import format_duration, progress_text
 
 from fake_comm import PNG_SIGNATURE, RecordingComm, recording_comms  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
 
 class FakeClock:
@@ -229,7 +229,7 @@ def test_summary_line_tells_of_lost_and_ignored_events():
 
 
 def test_summary_line_of_an_evaluate_only_run_with_lost_events():
-    from tfmw_notebook.widgets.dashboard import summary_text
+    from tfmw_notebook.widgets.summaries import summary_text
 
     line = summary_text({"epochs": 0, "wall_time": 2.0, "final": {}, "workers": 1,
                          "evaluation": {"loss": 0.5}, "lost_events": 1})
@@ -311,7 +311,7 @@ def test_format_duration():
 
 
 def test_summary_line_of_an_evaluate_only_run():
-    from tfmw_notebook.widgets.dashboard import summary_text
+    from tfmw_notebook.widgets.summaries import summary_text
 
     line = summary_text({"epochs": 0, "wall_time": 2.0, "final": {}, "workers": 2,
                          "evaluation": {"loss": 0.5, "accuracy": 0.9}})
@@ -319,8 +319,8 @@ def test_summary_line_of_an_evaluate_only_run():
 
 
 def test_a_stalled_worker_row_says_so_until_its_next_event():
-    from tfmw_notebook.widgets.dashboard import progress_text
     from tfmw_notebook.widgets.live import LiveRun
+    from tfmw_notebook.widgets.summaries import progress_text
 
     run = LiveRun(widgets=False)
     run.store.feed([{"kind": "train_begin", "rank": 1, "time": 1.0, "epochs": 2, "steps": 10},
@@ -334,7 +334,7 @@ def test_a_stalled_worker_row_says_so_until_its_next_event():
 
 
 def test_figures_are_drawn_at_twice_the_pixels_they_are_shown_at():
-    from tfmw_notebook.widgets.dashboard import SCALE, shown_width
+    from tfmw_notebook.widgets.figures import SCALE, shown_width
 
     store = MetricsStore()
     store.feed({"kind": "epoch", "rank": 0, "time": 1.0, "epoch": 0,
@@ -350,7 +350,7 @@ def test_figures_are_drawn_at_twice_the_pixels_they_are_shown_at():
 def test_each_epoch_s_running_mean_is_a_line_of_its_own():
     """Keras' batch logs restart their mean with each epoch: the curve has a gap there
     instead of a line down to the next epoch's first value."""
-    from tfmw_notebook.widgets.dashboard import _per_epoch
+    from tfmw_notebook.widgets.curves import _per_epoch
 
     xs, ys = _per_epoch([0.5, 1.0, 1.5, 2.0], [4.0, 3.0, 3.0, 2.0])
     assert xs[:2] == [0.5, 1.0] and math.isnan(xs[2]) and xs[3:] == [1.5, 2.0]
@@ -360,7 +360,7 @@ def test_each_epoch_s_running_mean_is_a_line_of_its_own():
 def test_nothing_to_sum_up_gives_no_summary_line():
     """A cell that failed before an epoch ended (an evaluate cut short by a dead worker)
     leaves no '0 epochs · 0.0 s' behind."""
-    from tfmw_notebook.widgets.dashboard import summary_text
+    from tfmw_notebook.widgets.summaries import summary_text
 
     store = MetricsStore()
     store.feed({"kind": "train_begin", "rank": 0, "time": 0.0, "epochs": None, "steps": 5,

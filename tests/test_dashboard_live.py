@@ -30,7 +30,7 @@ def test_plain_fit_fills_the_store_like_keras_history(tf_kernel):
     assert out.stdout.strip().splitlines()[-1].startswith("4 epochs · ")
 
     check = tf_kernel.ok(
-        "import json\nfrom tfmw_notebook.magics import active_cluster\n"
+        "import json\nfrom tfmw_notebook.magics.session import active_cluster\n"
         "store = %tfdist history\n"
         "print(json.dumps({'store': [store.history(r) for r in range(2)],"
         " 'last_batches': [[logs['loss'] for x, logs in store.batch_logs(r) if x % 1 == 0]"

@@ -9,7 +9,7 @@ import base64
 import re
 
 import pytest
-from tfmw_notebook.diagnosis import Diagnosis, WorkerTimings
+from tfmw_notebook.cluster.diagnosis import Diagnosis, WorkerTimings
 
 from kernel_session import kernel_with_cluster
 

@@ -16,8 +16,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import ipyparallel as ipp
 import pytest
-from tfmw_notebook import ClusterSetupError, engines
-from tfmw_notebook.engines import EngineGroup
+from tfmw_notebook import ClusterSetupError
+from tfmw_notebook.cluster import engines
+from tfmw_notebook.cluster.engines import EngineGroup
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -59,10 +60,9 @@ def test_engines_that_end_before_registering_fail_the_start_at_once(monkeypatch,
             EngineGroup.start(2, timeout=90, environment={"TFMW_TEST": "1"})
 
     began = time.monotonic()
-    with pytest.raises(ClusterSetupError) as caught:
-        # A thread of its own: whatever loop earlier tests left in this one stays out.
-        with ThreadPoolExecutor(1) as pool:
-            pool.submit(start).result(timeout=120)
+    # A thread of its own: whatever loop earlier tests left in this one stays out.
+    with pytest.raises(ClusterSetupError) as caught, ThreadPoolExecutor(1) as pool:
+        pool.submit(start).result(timeout=120)
     message = str(caught.value)
     assert time.monotonic() - began < 45, "waited for the timeout instead of noticing"
     assert "ended before they registered" in message
@@ -73,7 +73,7 @@ def test_engines_that_end_before_registering_fail_the_start_at_once(monkeypatch,
 def test_a_connection_file_is_never_seen_half_written(tmp_path):
     # Engines poll for the controller's file and read it as soon as it exists: a reader
     # must find no file or all of it.
-    from tfmw_notebook.controller import write_whole
+    from tfmw_notebook.cluster.controller import write_whole
 
     path = str(tmp_path / "ipcontroller-x-engine.json")
     text = json.dumps({"key": "k" * 400_000})

@@ -9,19 +9,19 @@ import sys
 
 import numpy as np
 import pytest
-from tfmw_notebook import events
-from tfmw_notebook.events import (
+from tfmw_notebook.protocol import events
+from tfmw_notebook.protocol.events import (
     KIND_FIELDS,
     events_key,
     metric_value,
     metric_values,
     new_events,
 )
-from tfmw_notebook.metrics import MetricsStore, plain_floats
+from tfmw_notebook.widgets.metrics import MetricsStore, plain_floats
 from tfmw_notebook.worker import reporting
 from tfmw_notebook.worker.reporting import EventPublisher
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -111,15 +111,22 @@ def test_the_publisher_and_the_store_coerce_the_same_way():
     assert store.history(0)["loss"] == [0.5]
 
 
-def test_the_protocol_module_imports_only_the_standard_library():
-    with open(events.__file__) as source:
-        tree = ast.parse(source.read())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.level == 0}
-    assert imported <= {"__future__", "re", "typing"}, imported
-    assert not any(isinstance(node, ast.ImportFrom) and node.level for node in ast.walk(tree))
+def test_the_protocol_modules_import_only_the_standard_library():
+    """What both processes import: the standard library, and each other (relative, one
+    level: inside protocol/)."""
+    folder = os.path.dirname(events.__file__)
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py"):
+            continue
+        with open(os.path.join(folder, name)) as source:
+            tree = ast.parse(source.read())
+        imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                    if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.level == 0}
+        assert imported <= set(sys.stdlib_module_names) | {"__future__"}, (name, imported)
+        assert all(node.level <= 1 for node in ast.walk(tree)
+                   if isinstance(node, ast.ImportFrom)), name
 
 
 def test_the_notebook_side_does_not_import_the_worker_side():

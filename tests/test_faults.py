@@ -12,7 +12,7 @@ import time
 
 import psutil
 import pytest
-from tfmw_notebook.tempdirs import worker_tempdir
+from tfmw_notebook.protocol.tempdirs import worker_tempdir
 
 from kernel_session import kernel_with_cluster
 from seed_code import MNIST_SETUP
@@ -41,7 +41,7 @@ def kernel(tmp_path_factory):
 
 def worker_processes(kernel):
     """pids of the engines and of their helper children (ipyparallel's nannies)."""
-    out = kernel.ok("import json\nfrom tfmw_notebook.magics import active_cluster\n"
+    out = kernel.ok("import json\nfrom tfmw_notebook.magics.session import active_cluster\n"
                     "print(json.dumps([row['pid'] for row in active_cluster().status()]))")
     pids = json.loads(out.stdout.strip().splitlines()[-1])
     found = set(pids)
@@ -142,12 +142,13 @@ def test_silent_worker_is_named_from_its_heartbeat_and_cluster_recovers(kernel, 
     """A stopped process neither beats nor dies: the heartbeat names it (the same path
     catches a host that is cut off, where no process can be seen to end)."""
     marker = str(tmp_path / "stopped")
-    kernel.ok("from tfmw_notebook.magics import active_cluster\nactive_cluster().silence = 2.0")
+    kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
+              "active_cluster().silence = 2.0")
     try:
         out, old = fit_with_fault(kernel, marker, rank=1, batch=10, epochs=2,
                                   action="os.kill(os.getpid(), signal.SIGSTOP)")
     finally:
-        kernel.ok("from tfmw_notebook.limits import SILENCE_SECONDS\n"
+        kernel.ok("from tfmw_notebook.cluster.limits import SILENCE_SECONDS\n"
                   "active_cluster().silence = SILENCE_SECONDS")
 
     assert out.status == "error" and out.error["ename"] == "WorkerFailed"

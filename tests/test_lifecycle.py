@@ -34,7 +34,7 @@ def wait_gone(processes, seconds):
 
 def tf_servers(kernel):
     """(pid, port) of each worker's TensorFlow server."""
-    out = kernel.ok("import json\nfrom tfmw_notebook.magics import active_cluster\n"
+    out = kernel.ok("import json\nfrom tfmw_notebook.magics.session import active_cluster\n"
                     "print(json.dumps([[w.pid, w.port] for w in active_cluster().workers]))")
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -1,8 +1,10 @@
 """The pure part of the liveness watch: which running ranks went silent."""
 
 import pytest
-from tfmw_notebook.events import ALIVE_KEY
-from tfmw_notebook.liveness import SilenceWatch
+from tfmw_notebook.cluster.liveness import SilenceWatch
+from tfmw_notebook.protocol.events import ALIVE_KEY
+
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
 
 class Clock:
@@ -102,8 +104,8 @@ def test_no_watch_when_the_controller_was_never_reachable_from_the_worker():
 
 
 def test_a_rank_in_its_own_code_without_progress_is_stalled_while_another_waits():
-    from tfmw_notebook.events import FRAMEWORK, WHERE_KEY
-    from tfmw_notebook.liveness import StallWatch
+    from tfmw_notebook.cluster.liveness import StallWatch
+    from tfmw_notebook.protocol.events import FRAMEWORK, WHERE_KEY
 
     clock = Clock()
     watch = StallWatch(2, clock=clock)
@@ -122,8 +124,8 @@ def test_a_rank_in_its_own_code_without_progress_is_stalled_while_another_waits(
 
 
 def test_nobody_is_stalled_when_no_rank_waits_in_the_framework():
-    from tfmw_notebook.events import WHERE_KEY
-    from tfmw_notebook.liveness import StallWatch
+    from tfmw_notebook.cluster.liveness import StallWatch
+    from tfmw_notebook.protocol.events import WHERE_KEY
 
     clock = Clock()
     watch = StallWatch(2, clock=clock)
@@ -134,7 +136,7 @@ def test_nobody_is_stalled_when_no_rank_waits_in_the_framework():
 
 
 def test_stall_limits_are_checked_where_made():
-    from tfmw_notebook.run_options import StallLimits
+    from tfmw_notebook.protocol.run_options import StallLimits
 
     assert StallLimits().warning == 60.0 and StallLimits().timeout is None
     with pytest.raises(ValueError, match="Invalid value for argument `timeout`"):

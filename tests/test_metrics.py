@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from tfmw_notebook.metrics import MetricsStore, panel_name, plain_floats
+from tfmw_notebook.widgets.metrics import MetricsStore, panel_name, plain_floats
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
 
 def begin(rank, t=0.0, epochs=2, steps=4, mode="fit"):

@@ -1,9 +1,9 @@
 import io
 
 import pytest
-from tfmw_notebook.output import OutputRelay, PrefixedStream
+from tfmw_notebook.cluster.output import OutputRelay, PrefixedStream
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
 
 def test_prefix_at_every_line_start_even_across_chunks():

@@ -2,12 +2,12 @@
 
 import ipywidgets
 import pytest
-from tfmw_notebook.checkpoints import CheckpointInfo
+from tfmw_notebook.protocol.checkpoints import CheckpointInfo
 from tfmw_notebook.widgets.picker import CheckpointPicker, checkpoint_label, monitor_metric
 
 from fake_comm import PNG_SIGNATURE, RecordingComm, recording_comms  # noqa: F401 (fixture)
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
 
 def checkpoint(epoch, **metrics):

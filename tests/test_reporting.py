@@ -8,7 +8,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from tfmw_notebook.metrics import MetricsStore
+from tfmw_notebook.widgets.metrics import MetricsStore
 from tfmw_notebook.worker.reporting import EventPublisher, events_key, new_events
 
 pytestmark = pytest.mark.timeout(120)
@@ -160,7 +160,7 @@ def test_min_interval_must_not_be_negative():
 
 
 def test_importing_the_pure_modules_does_not_import_tensorflow():
-    code = ("import sys, tfmw_notebook.events, tfmw_notebook.metrics,"
+    code = ("import sys, tfmw_notebook.protocol.events, tfmw_notebook.widgets.metrics,"
             " tfmw_notebook.worker.reporting, tfmw_notebook.widgets;"
             "print('tensorflow' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -201,7 +201,7 @@ KERAS_SCRIPT = textwrap.dedent("""
     evaluated = model.evaluate(x_val, y_val, batch_size=32, verbose=0, callbacks=[callback],
                                return_dict=True)
 
-    from tfmw_notebook.events import metric_value
+    from tfmw_notebook.protocol.events import metric_value
 
     def error_of(make):
         try:

@@ -205,7 +205,7 @@ def test_magic_start_error_then_a_clean_start(hide):
         assert out.error["traceback"] == [f"ClusterSetupError: {out.error['evalue']}"]
         assert len(sampler.seen) >= 3
         _wait_none_left(marker, exclude)
-        check = kernel.ok("from tfmw_notebook.magics import active_cluster\n"
+        check = kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
                           "print(active_cluster() is None)")
         assert check.stdout.strip() == "True"
 
@@ -220,7 +220,8 @@ def test_magic_start_error_then_a_clean_start(hide):
         kernel.ok("%tfdist stop", timeout=60)
     finally:
         try:
-            kernel.execute("from tfmw_notebook.magics import stop_active_cluster as _s\n_s()",
+            kernel.execute("from tfmw_notebook.magics.session import stop_active_cluster\n"
+                           "stop_active_cluster()",
                            timeout=60)
         finally:
             kernel.shutdown()

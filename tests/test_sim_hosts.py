@@ -92,10 +92,9 @@ def test_two_hosts_names_addresses_reachability_and_cleanup():
 def test_cleanup_after_failure_and_leftovers_of_killed_runs():
     with sim_hosts_or_skip(1, prefix=PREFIX):
         pass  # only for the skip and the leftover sweep
-    with pytest.raises(RuntimeError, match="boom"):
-        with SimHosts(1, prefix=PREFIX) as sim:
-            sleeper = sim.popen(sim.hosts[0], ["sleep", "600"])
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), SimHosts(1, prefix=PREFIX) as sim:
+        sleeper = sim.popen(sim.hosts[0], ["sleep", "600"])
+        raise RuntimeError("boom")
     assert sleeper.poll() is not None
     assert _our_leftovers(sim) == []
 

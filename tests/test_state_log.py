@@ -3,8 +3,11 @@
 import os
 import types
 
-from tfmw_notebook.hints import missing_name_hint
-from tfmw_notebook.state_log import FitRecord, RestoreReport, StateLog, merge_fit_records
+import pytest
+from tfmw_notebook.cluster.state_log import FitRecord, RestoreReport, StateLog, merge_fit_records
+from tfmw_notebook.magics.hints import missing_name_hint
+
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
 
 def record(path, source="snapshot", loss=(1.0, 0.5)):
@@ -81,7 +84,7 @@ def test_no_hint_when_the_notebook_lacks_the_name_or_the_error_is_another():
 
 
 def test_unshared_directory_hint_names_the_hosts_of_the_workers_that_lack_it():
-    from tfmw_notebook.hints import unshared_hosts_hint
+    from tfmw_notebook.magics.hints import unshared_hosts_hint
 
     hosts = ["node1", "node1", "node2", "node2"]
     value = "workers 2, 3 do not see /data/run-1, where the chief (worker 0) saves checkpoints"
@@ -97,7 +100,7 @@ def test_sweep_removes_the_temp_dirs_of_dead_workers_only(tmp_path, monkeypatch)
     import sys
     import tempfile
 
-    from tfmw_notebook import tempdirs
+    from tfmw_notebook.protocol import tempdirs
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
@@ -112,7 +115,7 @@ def test_sweep_removes_the_temp_dirs_of_dead_workers_only(tmp_path, monkeypatch)
 
 
 def test_hint_for_a_worker_that_cannot_reach_out_of_its_private_network():
-    from tfmw_notebook.hints import private_network_hint
+    from tfmw_notebook.magics.hints import private_network_hint
 
     for said in ("URLError: <urlopen error [Errno -3] Temporary failure in name resolution>",
                  "OSError: [Errno 101] Network is unreachable",

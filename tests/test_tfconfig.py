@@ -1,10 +1,10 @@
 import json
 
 import pytest
-from tfmw_notebook import tfconfig
-from tfmw_notebook.tfconfig import EngineReport
+from tfmw_notebook.protocol import tfconfig
+from tfmw_notebook.protocol.tfconfig import EngineReport
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
 
 def report(eid, host="a", address="10.0.0.1", port=None, pid=100):

@@ -13,7 +13,7 @@ def per_worker(kernel, name):
     """`name` from each rank, read through the Python API inside the kernel."""
     out = kernel.ok(
         "import json as _json\n"
-        "from tfmw_notebook.magics import active_cluster as _active\n"
+        "from tfmw_notebook.magics.session import active_cluster as _active\n"
         f"print(_json.dumps([_active().pull([{name!r}], rank=r)[{name!r}] "
         "for r in range(_active().size)]))"
     )
@@ -127,9 +127,9 @@ def test_the_notebook_waits_without_spinning_while_one_rank_is_still_running(tf_
     (it once spun on the finished rank's future, a core the last rank needed)."""
     out = tf_kernel.ok(
         "import time\n"
-        "from tfmw_notebook import cell_watch\n"
-        "from tfmw_notebook.limits import POLL_SECONDS\n"
-        "from tfmw_notebook.magics import active_cluster\n"
+        "from tfmw_notebook.cluster import cell_watch\n"
+        "from tfmw_notebook.cluster.limits import POLL_SECONDS\n"
+        "from tfmw_notebook.magics.session import active_cluster\n"
         "_looks = []\n"
         "_take_in = cell_watch.CellWatch._take_in\n"
         "cell_watch.CellWatch._take_in = lambda self, f: (_looks.append(1), _take_in(self, f))\n"

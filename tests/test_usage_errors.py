@@ -3,7 +3,7 @@ and nothing lost (the cluster and the notebook's variables survive)."""
 
 import pytest
 from IPython.core.error import UsageError
-from tfmw_notebook.session import NotebookSession
+from tfmw_notebook.magics.session import NotebookSession
 
 pytestmark = pytest.mark.timeout(120)
 

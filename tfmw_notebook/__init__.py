@@ -5,28 +5,29 @@ same machinery as a Python API. Importing this package does not import
 TensorFlow: only the workers do.
 """
 
-from .checkpoint_actions import load_into_notebook as load_checkpoint
-from .checkpoints import list_checkpoints, list_runs
-from .cluster import RunResult, TFCluster
-from .errors import ClusterSetupError, NoClusterError, TFDistError, WorkerFailed
-from .run_options import BackupPolicy, CellOptions, CheckpointPolicy
-from .session import active_cluster
+from .cluster.run_settings import RunSettings
+from .cluster.tfcluster import RunResult, TFCluster
+from .errors import ClusterSetupError, Failure, NoClusterError, TFDistError, WorkerFailed
+from .magics.checkpoint_loader import load_into_notebook as load_checkpoint
+from .magics.session import active_cluster
+from .protocol.checkpoints import list_checkpoints, list_runs
+from .protocol.run_options import BackupPolicy, CellOptions, CheckpointPolicy
 
-__all__ = ["TFCluster", "RunResult", "CellOptions", "CheckpointPolicy", "BackupPolicy",
-           "TFDistError", "ClusterSetupError", "NoClusterError",
-           "WorkerFailed", "active_cluster", "list_checkpoints", "list_runs", "load_checkpoint",
-           "load_ipython_extension", "unload_ipython_extension"]
+__all__ = ["TFCluster", "RunResult", "RunSettings", "CellOptions", "CheckpointPolicy",
+           "BackupPolicy", "TFDistError", "ClusterSetupError", "NoClusterError",
+           "WorkerFailed", "Failure", "active_cluster", "list_checkpoints", "list_runs",
+           "load_checkpoint", "load_ipython_extension", "unload_ipython_extension"]
 __version__ = "0.1.0"
 
 
 def load_ipython_extension(ipython) -> None:
-    from .magics import TFDistMagics
+    from .magics.tfdist import TFDistMagics
 
     ipython.register_magics(TFDistMagics(ipython))
 
 
 def unload_ipython_extension(ipython) -> None:
-    from .session import current_session
+    from .magics.session import current_session
 
     session = current_session()
     if session is not None:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import os
 import re
+import time
+from dataclasses import dataclass, field
+from typing import Literal
 
 
 class TFDistError(RuntimeError):
@@ -29,36 +32,61 @@ class NoClusterError(TFDistError):
     """An operation needs a running cluster and there is none."""
 
 
-class WorkerFailed(TFDistError):
-    """A cell failed on the cluster; the workers were kept, or brought back.
+FailureKind = Literal["error", "died", "lost", "controller", "timeout", "interrupt"]
 
-    `rank` is the first worker seen failing (None when no single worker is to
-    blame, e.g. an interrupt), `traceback` its remote traceback text,
-    `error_name` / `error_value` its exception ("NameError", "name 'x' is not
-    defined"). `kept`: every worker finished the cell and they were kept as
-    they were; `recovered`: a fresh, ready worker group is in place;
-    `restored`: what the restore after the restart said ("" if none ran).
+
+@dataclass(frozen=True)
+class Failure:
+    """How a cell failed on the workers, as the notebook saw it.
+
+    `kind`: a worker raised ("error"), died, was not heard from ("lost"), the
+    controller stopped answering, the cell overran ("timeout"), or the user
+    interrupted it. `rank` is the first worker seen failing (None when no single
+    worker is to blame), `traceback` its remote traceback, `error_name` /
+    `error_value` its exception ("NameError", "name 'x' is not defined").
+    `retryable`: a peer died or a collective aborted (not a bug in the cell);
+    `all_finished`: every worker raised or returned; `lost_hosts`: other hosts
+    whose workers went silent.
     """
 
-    def __init__(self, message: str, *, rank: int | None = None, traceback: str = "",
-                 reason: str = "error", detected_at: float | None = None,
-                 recovered: bool = False, retryable: bool = False, summary: str = "",
-                 kept: bool = False, restored: str = "", error_name: str = "",
-                 error_value: str = ""):
-        super().__init__(message)
-        self.rank = rank
-        self.traceback = traceback
-        # "error", "died", "lost" (not heard from), "controller", "timeout" or "interrupt"
-        self.reason = reason
-        self.detected_at = detected_at
-        self.recovered = recovered          # a fresh, ready worker group is in place
-        self.retryable = retryable          # a peer died / collective aborted, not a bug
-        self.summary = summary or message   # what happened, without the recovery story
-        self.kept = kept                    # the same workers, with their variables
+    summary: str
+    kind: FailureKind = "error"
+    rank: int | None = None
+    traceback: str = ""
+    retryable: bool = False
+    all_finished: bool = False
+    error_name: str = ""
+    error_value: str = ""
+    lost_hosts: tuple[str, ...] = ()
+    detected_at: float = field(default_factory=time.monotonic)
+
+
+class WorkerFailed(TFDistError):
+    """A cell failed on the cluster: what happened (`failure`), and what was done.
+
+    Raised first by one attempt of a cell (nothing done yet), then again by the
+    recovery with its outcome: `kept` (every worker finished the cell and they
+    were kept as they were), `recovered` (a fresh, ready worker group is in place),
+    `restored` (what the restore after the restart said, "" if none ran).
+    """
+
+    def __init__(self, failure: Failure, message: str | None = None, *,
+                 kept: bool = False, recovered: bool = False, restored: str = ""):
+        super().__init__(message or failure.summary)
+        self.failure = failure
+        self.kept = kept
+        self.recovered = recovered
         self.restored = restored
-        self.error_name = error_name
-        self.error_value = error_value
         self.hints: list[str] = []
+
+    rank = property(lambda self: self.failure.rank)
+    traceback = property(lambda self: self.failure.traceback)
+    reason = property(lambda self: self.failure.kind)
+    retryable = property(lambda self: self.failure.retryable)
+    summary = property(lambda self: self.failure.summary)
+    error_name = property(lambda self: self.failure.error_name)
+    error_value = property(lambda self: self.failure.error_value)
+    detected_at = property(lambda self: self.failure.detected_at)
 
     def add_hint(self, text: str) -> None:
         """One more line under the error, e.g. how to fix a name the workers lack."""

@@ -175,8 +175,8 @@ def _announce(report, args) -> None:
 def _warm_the_notebook_side() -> None:
     """Import matplotlib and draw once, as a kernel does once in its life: the dashboard
     rows then measure what every cell costs, not the first one's imports."""
-    from tfmw_notebook.metrics import MetricsStore
-    from tfmw_notebook.widgets.dashboard import render_curves_png
+    from tfmw_notebook.widgets.curves import render_curves_png
+    from tfmw_notebook.widgets.metrics import MetricsStore
 
     render_curves_png(MetricsStore())
 

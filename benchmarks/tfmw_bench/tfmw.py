@@ -7,7 +7,7 @@ import io
 import statistics
 import time
 
-from tfmw_notebook.run_options import CellOptions
+from tfmw_notebook.protocol.run_options import CellOptions
 
 from .common import (
     CELL_TIMEOUT,

@@ -23,7 +23,8 @@ def threads_round(entry: dict, where: str, workdir: str, cell_path: str,
         name = "default" if threads == 0 else "split"
         # Two fits per process: the second is the warm fit.
         result = attempt(entry["threads"], name, where,
-                         lambda: run_floor(workdir, cell_path, threads=threads, fits=2))
+                         lambda threads=threads: run_floor(workdir, cell_path, threads=threads,
+                                                           fits=2))
         if result:
             result["threads"] = threads
             progress(f"{where} threads {name} ({threads or 'TF default'}): warm fit "

@@ -12,9 +12,7 @@ PICKER_CELL = "%tfdist checkpoints tfdist_checkpoints/tutorial-03"
 RUN_DIR = "tfdist_checkpoints/tutorial-03"
 DIGESTS = '''import hashlib, os, tfmw_notebook
 cluster = tfmw_notebook.active_cluster()
-on_workers = cluster.call_each([w.engine_id for w in cluster.workers],
-    "tfmw_notebook.worker.checkpointing", "weights_digest", [("model",)] * cluster.size,
-    what="digest")
+on_workers = cluster.calls.weights_digests([w.engine_id for w in cluster.workers], "model")
 saved = tfmw_notebook.load_checkpoint(os.path.join({run!r}, {name!r}))
 print("workers agree:", on_workers[0] == on_workers[1],
       "| equal to {name}:", on_workers[0] == hashlib.sha256(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from .dashboard import SCALE, SHOWN_DPI, shown_width
+from .figures import SCALE, SHOWN_DPI, shown_width
 
 __all__ = ["render_diagnosis_png", "shown_width"]
 

@@ -4,9 +4,13 @@ a static image and a summary line when the cell ends."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-from ..events import new_events
-from ..metrics import MetricsStore
+from ..protocol.events import new_events
+from .metrics import MetricsStore
+
+if TYPE_CHECKING:
+    from .dashboard import Dashboard, TextReporter
 
 _REFRESH_EVERY = 0.5  # seconds between progress updates when no event arrives
 
@@ -15,7 +19,7 @@ class LiveRun:
     def __init__(self, *, widgets: bool):
         self.store = MetricsStore()
         self._widgets = widgets
-        self._view = None
+        self._view: Dashboard | TextReporter | None = None
         self._handle = None
         self._last_seq: dict[int, int] = {}
         self._sources: dict[int, dict] = {}
@@ -49,7 +53,7 @@ class LiveRun:
         if self._widgets and self._handle is not None:
             from IPython.display import Image, Markdown
 
-            from .dashboard import shown_width
+            from .figures import shown_width
 
             if self.store.metric_names():
                 png = self._view.final_png()

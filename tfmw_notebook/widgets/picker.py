@@ -1,6 +1,6 @@
 """Checkpoint picker: a list of a run's checkpoints, their metric curve, and actions.
 
-Renders the pure checkpoint catalog (`tfmw_notebook.checkpoints`). What the buttons do
+Renders the pure checkpoint catalog (`tfmw_notebook.protocol.checkpoints`). What the buttons do
 is passed in as `actions`, so the widget knows nothing of clusters or TensorFlow:
 
     "restore"  actions["restore"](info, model_name)   load the weights into the workers' model
@@ -18,13 +18,14 @@ import datetime
 import html
 import io
 import os
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import ipywidgets as widgets
 
-from ..checkpoints import CheckpointInfo, metric_series
-from ..metrics import VAL_PREFIX, panel_name
-from .dashboard import SCALE, SHOWN_DPI, format_value, sharp_image, show_figure, whole_epoch_ticks
+from ..protocol.checkpoints import CheckpointInfo, metric_series
+from .figures import SCALE, SHOWN_DPI, sharp_image, show_figure, whole_epoch_ticks
+from .metrics import VAL_PREFIX, panel_name
+from .summaries import format_value
 
 ACTIONS = ("restore", "resume", "load", "delete")
 _BUTTON_LABELS = {
@@ -80,28 +81,8 @@ def render_checkpoint_png(checkpoints: Sequence[CheckpointInfo],
         axes.text(0.5, 0.5, text, ha="center", va="center", transform=axes.transAxes, color="gray")
         axes.set_axis_off()
     else:
-        panel = panel_name(monitor)
-        for color, name in zip(("C0", "C1"), (panel, VAL_PREFIX + panel)):
-            if history and name in history:
-                xs, ys = list(range(1, len(history[name]) + 1)), [float(y) for y in history[name]]
-            else:
-                xs, ys = metric_series(checkpoints, name)
-            if xs:
-                axes.plot(xs, ys, color=color, linewidth=1.5, label=name,
-                          linestyle="--" if name.startswith(VAL_PREFIX) else "-")
-        xs, ys = metric_series(checkpoints, monitor)
-        if xs:
-            axes.plot(xs, ys, linestyle="none", marker="o", color="C3", markersize=4,
-                      label="checkpoints")
-        if selected is not None:
-            axes.axvline(selected.epoch, color="C3", linewidth=1, alpha=0.7)
-            value = _value_at(selected, monitor, history)
-            if value is not None:
-                axes.plot([selected.epoch], [value], marker="o", markersize=10, color="C3",
-                          markerfacecolor="none", markeredgewidth=2)
-            axes.set_title(f"{monitor} · {selected.name}", fontsize="medium")
-        else:
-            axes.set_title(monitor, fontsize="medium")
+        _draw_curves(axes, checkpoints, monitor, history)
+        _mark_selected(axes, selected, monitor, history)
         axes.set_xlabel("epoch")
         whole_epoch_ticks(axes)
         axes.grid(True, alpha=0.3)
@@ -110,6 +91,37 @@ def render_checkpoint_png(checkpoints: Sequence[CheckpointInfo],
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     return buffer.getvalue()
+
+
+def _draw_curves(axes, checkpoints: Sequence[CheckpointInfo], monitor: str,
+                 history: Mapping[str, Sequence[float]] | None) -> None:
+    """The metric and its validation twin as lines, the checkpoints as dots."""
+    panel = panel_name(monitor)
+    for color, name in zip(("C0", "C1"), (panel, VAL_PREFIX + panel)):
+        if history and name in history:
+            xs, ys = list(range(1, len(history[name]) + 1)), [float(y) for y in history[name]]
+        else:
+            xs, ys = metric_series(checkpoints, name)
+        if xs:
+            axes.plot(xs, ys, color=color, linewidth=1.5, label=name,
+                      linestyle="--" if name.startswith(VAL_PREFIX) else "-")
+    xs, ys = metric_series(checkpoints, monitor)
+    if xs:
+        axes.plot(xs, ys, linestyle="none", marker="o", color="C3", markersize=4,
+                  label="checkpoints")
+
+
+def _mark_selected(axes, selected: CheckpointInfo | None, monitor: str,
+                   history: Mapping[str, Sequence[float]] | None) -> None:
+    if selected is None:
+        axes.set_title(monitor, fontsize="medium")
+        return
+    axes.axvline(selected.epoch, color="C3", linewidth=1, alpha=0.7)
+    value = _value_at(selected, monitor, history)
+    if value is not None:
+        axes.plot([selected.epoch], [value], marker="o", markersize=10, color="C3",
+                  markerfacecolor="none", markeredgewidth=2)
+    axes.set_title(f"{monitor} · {selected.name}", fontsize="medium")
 
 
 class CheckpointPicker:

@@ -15,14 +15,26 @@ import json
 import os
 import socket
 import time
+from dataclasses import dataclass
+from typing import Any
 
-from ..tempdirs import remove_worker_tempdir, use_private_tempdir
-from ..tfconfig import GRPC_OPTIONS_VARIABLE, grpc_options
+from ..protocol.tempdirs import remove_worker_tempdir, use_private_tempdir
+from ..protocol.tfconfig import GRPC_OPTIONS_VARIABLE, grpc_options
 from . import controller_watch, keras_hooks, shared_strategy
 from .context import WorkerContext
 from .reporting import EventPublisher
 
 _TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly")
+
+
+@dataclass
+class Tempdir:
+    """This worker's own temp directory (tempdirs.py), removed when the process ends."""
+
+    path: str | None = None
+
+
+_tempdir = Tempdir()
 
 
 class WorkerSetupError(RuntimeError):
@@ -58,7 +70,7 @@ def check_packages() -> str:
     return version
 
 
-def bootstrap(settings: dict) -> dict:
+def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
     """Configure this engine as worker `settings["rank"]` and publish its names.
 
     `settings` holds: rank, world_size, env (str -> str), communication
@@ -69,11 +81,7 @@ def bootstrap(settings: dict) -> dict:
     if shared_strategy.shared_strategy() is not None:
         raise WorkerSetupError(
             "this engine is already a worker; restart the engines to reconfigure")
-    os.environ.update(settings["env"])
-    # Read by TensorFlow when it opens its first channel (creating the strategy, below).
-    os.environ[GRPC_OPTIONS_VARIABLE] = grpc_options(os.environ.get(GRPC_OPTIONS_VARIABLE))
-    _tempdir["path"] = use_private_tempdir()
-    atexit.register(remove_worker_tempdir, os.getpid(), _tempdir["path"])
+    _set_environment(settings["env"])
     check_packages()
 
     import tensorflow as tf
@@ -82,32 +90,11 @@ def bootstrap(settings: dict) -> dict:
     tf.get_logger().setLevel("WARNING")
     # TF's thread pools stay at their defaults: dividing the cores among co-located
     # workers was measured no faster and less steady (benchmarks/, --threads-experiment).
-
-    implementation = {
-        "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
-        "ring": tf.distribute.experimental.CommunicationImplementation.RING,
-        "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
-    }[settings.get("communication", "auto")]
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=implementation
-        )
-    )
-    shared_strategy.install(strategy)
+    strategy = _make_strategy(tf, settings.get("communication", "auto"))
     _stop_on_sigterm()
     controller_watch.install(*(settings.get("controller") or (None, None)))
-
-    publisher = _event_publisher(settings["rank"])
-    keras_hooks.install(publisher, rank=settings["rank"], is_chief=settings["rank"] == 0,
-                        world_size=settings["world_size"])
-    context = WorkerContext(
-        rank=settings["rank"],
-        world_size=settings["world_size"],
-        host=socket.gethostname(),
-        tf_config=json.loads(os.environ["TF_CONFIG"]),
-        _publish=publisher.emit,
-    )
-    _user_namespace().update(tf=tf, strategy=strategy, tfdist=context)
+    publisher = _install_hooks(settings["rank"], settings["world_size"])
+    _fill_namespace(tf, strategy, publisher, settings["rank"], settings["world_size"])
     return {
         "tf_version": tf.__version__,
         "keras": tf.keras.__name__.split(".")[0],
@@ -122,7 +109,51 @@ def tensorflow_version() -> str:
     return tf.__version__
 
 
-_tempdir: dict = {"path": None}   # this worker's own temp directory (tempdirs.py)
+def _set_environment(env: dict[str, str]) -> None:
+    """What TensorFlow reads (TF_CONFIG, TF_USE_LEGACY_KERAS, ...), and a private tempdir."""
+    os.environ.update(env)
+    # Read by TensorFlow when it opens its first channel (creating the strategy).
+    os.environ[GRPC_OPTIONS_VARIABLE] = grpc_options(os.environ.get(GRPC_OPTIONS_VARIABLE))
+    _tempdir.path = use_private_tempdir()
+    atexit.register(remove_worker_tempdir, os.getpid(), _tempdir.path)
+
+
+def _make_strategy(tf: Any, communication: str) -> Any:
+    """The one MultiWorkerMirroredStrategy, made before any other TF op and shared
+    with every cell that builds its own (shared_strategy.py)."""
+    implementation = {
+        "auto": tf.distribute.experimental.CommunicationImplementation.AUTO,
+        "ring": tf.distribute.experimental.CommunicationImplementation.RING,
+        "nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
+    }[communication]
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=implementation
+        )
+    )
+    shared_strategy.install(strategy)
+    return strategy
+
+
+def _install_hooks(rank: int, world_size: int) -> EventPublisher:
+    """Keras' fit/evaluate get this worker's callbacks (keras_hooks.py); their events
+    go out through the returned publisher."""
+    publisher = _event_publisher(rank)
+    keras_hooks.install(publisher, rank=rank, is_chief=rank == 0, world_size=world_size)
+    return publisher
+
+
+def _fill_namespace(tf: Any, strategy: Any, publisher: EventPublisher, rank: int,
+                    world_size: int) -> None:
+    """The names every cell sees: tf, strategy and tfdist (context.py)."""
+    context = WorkerContext(
+        rank=rank,
+        world_size=world_size,
+        host=socket.gethostname(),
+        tf_config=json.loads(os.environ["TF_CONFIG"]),
+        _publish=publisher.emit,
+    )
+    _user_namespace().update(tf=tf, strategy=strategy, tfdist=context)
 
 
 def _stop_on_sigterm() -> None:
@@ -132,7 +163,7 @@ def _stop_on_sigterm() -> None:
     import threading
 
     def stop(signum, frame):
-        remove_worker_tempdir(os.getpid(), _tempdir["path"])   # os._exit skips atexit
+        remove_worker_tempdir(os.getpid(), _tempdir.path)   # os._exit skips atexit
         os._exit(0)
 
     if threading.current_thread() is threading.main_thread():

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import ast
 import linecache
+from typing import Any
 
-from ..run_options import CellOptions, FitState
+from ..protocol.run_options import CellOptions, FitState
 from . import controller_watch, keras_hooks, shared_strategy
 from .heartbeat import Heartbeat, engine_publish
 
@@ -17,7 +18,7 @@ def _register_source(source: str, filename: str) -> None:
 
 
 def run_cell(source: str, filename: str, want_display: bool, options: CellOptions,
-             state: FitState) -> dict:
+             state: FitState) -> dict[str, Any]:
     """Execute `source` in the engine's user namespace.
 
     Returns {"display": ..., "fits": ...}: the last expression's display data (a
@@ -45,7 +46,7 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
         exec(compile(tree, filename, "exec"), namespace)
         value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
 
-    outcome = {"display": None, "fits": keras_hooks.fit_records()}
+    outcome: dict[str, Any] = {"display": None, "fits": keras_hooks.fit_records()}
     if value is None:
         return outcome
     namespace["_"] = value

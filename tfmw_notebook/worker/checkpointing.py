@@ -6,7 +6,9 @@ checkpoints and commits it by renaming it into place, so a checkpoint is complet
 or absent even if a worker dies while writing. The others write a throw-away copy
 into their own temp directory: it never takes space on the checkpoint disk, so a
 full disk fails the chief's save (and that checkpoint) only, never after the
-chief has committed it.
+chief has committed it. The Keras callback that saves after each epoch is in
+keras_checkpoint_saver.py (it imports TensorFlow; this module does so only in its
+functions).
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ import tempfile
 import time
 import uuid
 
-from .. import checkpoints
-from ..checkpoints import MODEL_JSON, WEIGHTS, trackables
-from ..events import metric_values
-from ..run_options import CheckpointPolicy
+from ..protocol import checkpoints
+from ..protocol.checkpoints import MODEL_JSON, WEIGHTS, trackables
+from ..protocol.run_options import CheckpointPolicy
 
 
 def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics: dict,
@@ -127,7 +128,6 @@ def weights_digest(name: str) -> str:
     return digest.hexdigest()
 
 
-_classes: dict = {}
 _shared_dirs: set[str] = set()   # run directories every worker was seen to share
 
 
@@ -171,42 +171,3 @@ def check_shared(run_dir: str, *, rank: int, world_size: int) -> None:
         f"workers {who} do not see {run_dir}, where the chief (worker 0) saves checkpoints "
         "(`%tfdist status` shows their hosts): put checkpoints on storage every host mounts "
         "at the same path (`--checkpoint-dir /shared/path`), or pass --no-checkpoint")
-
-
-def saver_class():
-    """The CheckpointSaver Keras callback class (made on first use: TF loads lazily)."""
-    if "saver" in _classes:
-        return _classes["saver"]
-    import tensorflow as tf
-
-    class CheckpointSaver(tf.keras.callbacks.Callback):
-        """Saves every `policy.every` epochs into `policy.run_dir`, then prunes."""
-
-        def __init__(self, *, policy: CheckpointPolicy, rank: int, is_chief: bool,
-                     world_size: int):
-            super().__init__()
-            self.policy, self.rank, self.is_chief = policy, rank, is_chief
-            self.world_size = world_size
-            self._started = time.monotonic()
-            self.last_saved_epoch: int | None = None  # epochs done at the last save
-
-        def on_train_begin(self, logs=None):
-            self._started = time.monotonic()
-            run_dir = self.policy.run_dir
-            if self.is_chief:
-                checkpoints.ensure_run(run_dir, self.world_size, tf.__version__)
-                checkpoints.clean_temp(run_dir)  # debris of a save cut short earlier
-            check_shared(run_dir, rank=self.rank, world_size=self.world_size)
-
-        def on_epoch_end(self, epoch, logs=None):
-            done = epoch + 1
-            if done % self.policy.every:
-                return
-            metrics = metric_values(logs)
-            save(self.model, run_dir=self.policy.run_dir, epoch=done, rank=self.rank,
-                 is_chief=self.is_chief, metrics=metrics,
-                 wall_time=time.monotonic() - self._started, policy=self.policy)
-            self.last_saved_epoch = done
-
-    _classes["saver"] = CheckpointSaver
-    return CheckpointSaver

@@ -9,9 +9,22 @@ all-reduce with a timeout proves the collectives still work.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
 from . import shared_strategy
 
-_probe: dict = {}
+
+@dataclass
+class Probe:
+    """The probe's all-reduce, traced by the first `probe` and called again by the later
+    ones (with the timeout it was traced with)."""
+
+    all_reduce_one: Callable[[], Any] | None = None
+
+
+_probe = Probe()
 
 
 def position() -> list[int]:
@@ -32,7 +45,7 @@ def probe(timeout_seconds: float) -> float:
     import tensorflow as tf
 
     strategy = shared_strategy.shared_strategy()
-    if "function" not in _probe:
+    if _probe.all_reduce_one is None:
         options = tf.distribute.experimental.CommunicationOptions(
             timeout_seconds=timeout_seconds)
 
@@ -45,8 +58,8 @@ def probe(timeout_seconds: float) -> float:
         def all_reduce_one():
             return strategy.experimental_local_results(strategy.run(replica_sum))[0]
 
-        _probe["function"] = all_reduce_one
-    return float(_probe["function"]())
+        _probe.all_reduce_one = all_reduce_one
+    return float(_probe.all_reduce_one())
 
 
 def sum_across(value: float, timeout_seconds: float = 60.0) -> float:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from ..events import metric_values
+from ..protocol.events import metric_values
 
 
 @dataclass

@@ -16,10 +16,22 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 LIMIT_SECONDS = 12.0
 _PROBE_SECONDS = 2.0
-_watch: dict = {"address": None, "unreachable_since": None}
+
+
+@dataclass
+class Watch:
+    """The controller this worker watches, if any, and since when it has not answered."""
+
+    address: tuple[str, int | None] | None = None   # (host, port), or (socket path, None)
+    unreachable_since: float | None = None          # on the `check` clock
+
+
+_watch = Watch()
 
 
 def reachable(host: str, port: int | None) -> bool:
@@ -38,20 +50,24 @@ def reachable(host: str, port: int | None) -> bool:
 
 def install(host: str | None, port: int | None) -> bool:
     """Watch this controller from now on, if it can be reached from here."""
-    on = bool(host and (port or host.startswith("/")) and reachable(host, port))
-    _watch.update(address=(host, port) if on else None, unreachable_since=None)
-    return on
+    if host and (port or host.startswith("/")) and reachable(host, port):
+        _watch.address = (host, port)
+    else:
+        _watch.address = None
+    _watch.unreachable_since = None
+    return _watch.address is not None
 
 
-def check(now=time.monotonic, end=os._exit) -> None:
+def check(now: Callable[[], float] = time.monotonic,
+          end: Callable[[int], object] = os._exit) -> None:
     """Called with every heartbeat while a cell runs."""
-    address = _watch["address"]
+    address = _watch.address
     if address is None:
         return
     if reachable(*address):
-        _watch["unreachable_since"] = None
+        _watch.unreachable_since = None
         return
-    since = _watch["unreachable_since"] = _watch["unreachable_since"] or now()
+    since = _watch.unreachable_since = _watch.unreachable_since or now()
     if now() - since >= LIMIT_SECONDS:
         where = address[0] if address[1] is None else f"{address[0]}:{address[1]}"
         sys.stderr.write(f"tfdist worker on {socket.gethostname()}: the controller at "

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass, field
 
 DEFAULT_STEPS = 20
 WARMUP_STEPS = 3
@@ -37,7 +38,15 @@ def last_fit() -> tuple:
     return keras_hooks.last_fit()
 
 
-_last: dict = {}
+@dataclass
+class LastMeasurement:
+    """This worker's timings from its last `measure`: empty before the first, while one
+    runs and after one failed, so a failed run never passes for the one before it."""
+
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+_last = LastMeasurement()
 
 
 def problem(model_name: str | None, data_name: str | None) -> str | None:
@@ -59,15 +68,15 @@ def measure(model_name: str | None = None, data_name: str | None = None,
     model, data, batch_size = _chosen(model_name, data_name, batch_size)
     dataset = _as_dataset(data, batch_size)
     saved = _snapshot(model)
-    _last.clear()
+    _last.timings = {}
     try:
-        _last.update(_timings(shared_strategy(), model, dataset, steps))
+        _last.timings = _timings(shared_strategy(), model, dataset, steps)
     finally:
         _put_back(model, saved)
 
 
-def last_result() -> dict:
-    return dict(_last)
+def last_result() -> dict[str, float]:
+    return dict(_last.timings)
 
 
 def _chosen(model_name, data_name, batch_size) -> tuple:
@@ -90,7 +99,7 @@ def _chosen(model_name, data_name, batch_size) -> tuple:
     return model, data, batch_size or (None if data_name else last_batch)
 
 
-def _timings(strategy, model, dataset, steps: int) -> dict:
+def _timings(strategy, model, dataset, steps: int) -> dict[str, float]:
     """Each part timed over `steps` calls, in ROUNDS interleaved rounds (the machine's
     speed drifts: a part timed only once could land in a slow spell); medians."""
     import tensorflow as tf
@@ -167,7 +176,8 @@ def _local_step(strategy, model, batch):
             loss = model.compiled_loss(y, predictions, weights,
                                        regularization_losses=model.losses)
         variables = model.trainable_variables
-        model.optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables),
+        gradients = tape.gradient(loss, variables)
+        model.optimizer.apply_gradients(zip(gradients, variables, strict=True),
                                         skip_gradients_aggregation=True)
         return loss
 
@@ -248,7 +258,9 @@ def _snapshot(model) -> list:
 
 
 def _put_back(model, saved: list) -> None:
-    for variable, value in zip(_state(model), saved):
+    # Not strict: slots the optimizer first made during the measurement come last in
+    # _state and had no value before; they keep theirs.
+    for variable, value in zip(_state(model), saved, strict=False):
         variable.assign(value)
     model.reset_metrics()
 

@@ -11,19 +11,21 @@ state and returns the History instead of running epochs.
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from .. import checkpoints
-from ..checkpoints import trackables
-from ..run_options import CheckpointPolicy
+from ..protocol import checkpoints
+from ..protocol.checkpoints import trackables
+from ..protocol.run_options import CheckpointPolicy
 
 SNAPSHOT = checkpoints.WEIGHTS  # a snapshot directory is laid out like a checkpoint's
 
 
 def record_after_fit(model, history, *, state_dir: str, cell_id: str, index: int, rank: int,
-                     policy: CheckpointPolicy | None, last_saved_epoch: int | None) -> dict:
+                     policy: CheckpointPolicy | None,
+                     last_saved_epoch: int | None) -> dict[str, Any]:
     """Where the state this fit ended with can be read again, and its History."""
     epochs = [int(e) for e in getattr(history, "epoch", [])]
-    record = {
+    record: dict[str, Any] = {
         "history": {key: [float(v) for v in values]
                     for key, values in getattr(history, "history", {}).items()},
         "params": dict(getattr(history, "params", {}) or {}),
@@ -48,12 +50,12 @@ def record_after_fit(model, history, *, state_dir: str, cell_id: str, index: int
     return record
 
 
-def failed_fit_record() -> dict:
+def failed_fit_record() -> dict[str, Any]:
     """A fit that raised (inside a try of the user's): replayed as it is."""
     return {"history": {}, "params": {}, "epoch": [], "source": None, "path": None}
 
 
-def replay_fit(model, record: dict, *, rank: int):
+def replay_fit(model, record: dict[str, Any], *, rank: int):
     """Give `model` the state its fit ended with; return that fit's History."""
     import tensorflow as tf
 
@@ -70,7 +72,7 @@ def replay_fit(model, record: dict, *, rank: int):
     return history
 
 
-def _readable_path(record: dict, rank: int) -> str:
+def _readable_path(record: dict[str, Any], rank: int) -> str:
     """This rank's snapshot, else another rank's (identical weights under MWMS)."""
     paths = record["paths"] if "paths" in record else [record["path"]]
     own = paths[rank] if rank < len(paths) else None

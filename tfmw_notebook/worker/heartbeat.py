@@ -10,10 +10,12 @@ ops, so a worker busy training still beats; a stopped or unreachable one does no
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from ..events import ALIVE_KEY, HEARTBEAT_SECONDS, WHERE_KEY
+from ..protocol.events import ALIVE_KEY, HEARTBEAT_SECONDS, WHERE_KEY
 from .whereabouts import main_thread_whereabouts
 
 
@@ -29,7 +31,7 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
         self.beats = 0
 
-    def __enter__(self) -> "Heartbeat":
+    def __enter__(self) -> Heartbeat:
         self._beat()  # at once: the notebook counts silence from the cell's start
         self._thread = threading.Thread(target=self._run, name="tfdist-heartbeat", daemon=True)
         self._thread.start()
@@ -48,10 +50,8 @@ class Heartbeat:
 
     def _beat(self) -> None:
         self.beats += 1
-        try:
+        with contextlib.suppress(Exception):  # a lost beat only makes the notebook look sooner
             self._publish({ALIVE_KEY: self.beats, WHERE_KEY: main_thread_whereabouts()})
-        except Exception:  # a lost beat only makes the notebook look sooner
-            pass
 
 
 def engine_publish() -> Callable[[dict], Any]:

@@ -15,15 +15,48 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
-from ..run_options import CellOptions, FitState
+from ..protocol.run_options import CellOptions, FitState
 from . import checkpointing, fit_state, tensorboard_logs
+from .keras_callbacks import keras_callbacks
 from .reporting import EventPublisher
 
-_cell: dict = {"options": CellOptions(), "state": FitState(), "fits": 0, "replayed": 0,
-               "records": []}
-_worker: dict = {"publisher": None, "rank": 0, "is_chief": True, "world_size": 1, "depth": 0,
-                 "last_fit": (None, None, None)}
+
+@dataclass
+class CellCalls:
+    """What the running cell's fit/evaluate calls get, and what its fits ended with.
+
+    Set afresh by `configure` before every cell, so nothing of one cell leaks into the next.
+    """
+
+    options: CellOptions = field(default_factory=CellOptions)
+    state: FitState = field(default_factory=FitState)
+    fits: int = 0          # fit() calls so far: only the first resumes from a checkpoint
+    replayed: int = 0      # records of state.replay handed out so far
+    records: list[dict[str, Any]] = field(default_factory=list)   # one per fit, failed too
+
+
+@dataclass
+class WorkerRole:
+    """Who this worker is (set once, by the bootstrap) and what its calls are doing."""
+
+    publisher: EventPublisher | None = None
+    rank: int = 0
+    is_chief: bool = True
+    world_size: int = 1
+    depth: int = 0         # wrapped calls under way: fit() runs evaluate() to validate
+    # (model, data, batch_size) of the last outermost fit(), for diagnose.py
+    last_fit: tuple[Any, Any, int | None] = (None, None, None)
+
+
+_cell = CellCalls()
+_worker = WorkerRole()
+
+# Marks tf.keras.Model's wrapped methods, so a second install leaves them alone.
+_WRAPPED = "_tfmw_wrapped"
 
 
 def configure(options: CellOptions, state: FitState) -> None:
@@ -31,25 +64,27 @@ def configure(options: CellOptions, state: FitState) -> None:
     if not isinstance(options, CellOptions) or not isinstance(state, FitState):
         raise TypeError(f"configure() takes CellOptions and FitState, got "
                         f"{type(options).__name__} and {type(state).__name__}")
-    _cell.update(options=options, state=state, fits=0, replayed=0, records=[])
+    _cell.options, _cell.state = options, state
+    _cell.fits, _cell.replayed, _cell.records = 0, 0, []
 
 
-def last_fit() -> tuple:
+def last_fit() -> tuple[Any, Any, int | None]:
     """(model, x, batch_size) of the last fit() a cell ran on this worker (diagnose.py)."""
-    return _worker["last_fit"]
+    return _worker.last_fit
 
 
-def fit_records() -> list[dict]:
+def fit_records() -> list[dict[str, Any]]:
     """What each fit of the cell that just ran ended with (see fit_state.py)."""
-    return list(_cell["records"])
+    return list(_cell.records)
 
 
 def install(publisher: EventPublisher, *, rank: int, is_chief: bool, world_size: int) -> None:
     import tensorflow as tf
 
-    _worker.update(publisher=publisher, rank=rank, is_chief=is_chief, world_size=world_size)
+    _worker.publisher, _worker.rank = publisher, rank
+    _worker.is_chief, _worker.world_size = is_chief, world_size
     model = tf.keras.Model
-    if getattr(model.fit, "_tfmw_wrapped", False):
+    if getattr(model.fit, _WRAPPED, False):
         return
     model.fit = _wrapped(model.fit, training=True)
     model.evaluate = _wrapped(model.evaluate, training=False)
@@ -61,66 +96,66 @@ def _positions(method) -> dict[str, int]:
     return {name: index for index, name in enumerate(names)}
 
 
-def _wrapped(method, *, training: bool):
+def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any]:
     positions = _positions(method)
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         # fit() validates by calling evaluate(): that inner call gets nothing more.
-        outermost = _worker["depth"] == 0
-        recording = outermost and training and _cell["state"].state_dir is not None
+        outermost = _worker.depth == 0
+        state_dir = _cell.state.state_dir if outermost and training else None
         if outermost and training:
             x, y = _argument("x", args, kwargs, positions), _argument("y", args, kwargs,
                                                                         positions)
-            _worker["last_fit"] = (self, x if y is None else (x, y),
-                                   _argument("batch_size", args, kwargs, positions))
-        if outermost and training and _cell["state"].replay is not None:
-            record = _next_replay_record()
+            _worker.last_fit = (self, x if y is None else (x, y),
+                                _argument("batch_size", args, kwargs, positions))
+        if outermost and training and _cell.state.replay is not None:
+            record = _next_replay_record(_cell.state.replay)
             if record is not None:
-                return fit_state.replay_fit(self, record, rank=_worker["rank"])
+                return fit_state.replay_fit(self, record, rank=_worker.rank)
         extra = []
         if outermost and len(args) <= positions["callbacks"]:  # else: positional callbacks
             extra = _extra_callbacks(self, kwargs, args, positions, training)
             if extra:
                 kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
-        _worker["depth"] += 1
+        _worker.depth += 1
         try:
             if outermost:
                 with tensorboard_logs.chief_only_logs(_callbacks(args, kwargs, positions),
-                                                      is_chief=_worker["is_chief"]):
+                                                      is_chief=_worker.is_chief):
                     result = method(self, *args, **kwargs)
             else:
                 result = method(self, *args, **kwargs)
         except BaseException:
-            if recording:
-                _cell["records"].append(fit_state.failed_fit_record())
+            if state_dir is not None:
+                _cell.records.append(fit_state.failed_fit_record())
             raise
         finally:
-            _worker["depth"] -= 1
-        if recording:
-            _record_fit(self, result, extra)
+            _worker.depth -= 1
+        if state_dir is not None:   # the cluster keeps what this fit ended with
+            _record_fit(self, result, extra, state_dir)
         return result
 
-    wrapper._tfmw_wrapped = True
+    # A function takes attributes; mypy's view of what functools.wraps returns does not.
+    setattr(wrapper, _WRAPPED, True)
     return wrapper
 
 
-def _next_replay_record() -> dict | None:
+def _next_replay_record(records: tuple[dict[str, Any], ...]) -> dict[str, Any] | None:
     """The next fit's record, or None to run it for real (no state was kept)."""
-    index = _cell["replayed"]
-    _cell["replayed"] += 1
-    records = _cell["state"].replay
+    index = _cell.replayed
+    _cell.replayed += 1
     record = records[index] if index < len(records) else None
     return record if record is not None and record.get("source") else None
 
 
-def _record_fit(model, history, callbacks: list) -> None:
-    saver = next((c for c in callbacks if isinstance(c, checkpointing.saver_class())), None)
-    state = _cell["state"]
-    _cell["records"].append(fit_state.record_after_fit(
-        model, history, state_dir=state.state_dir, cell_id=state.cell_id,
-        index=len(_cell["records"]) + 1, rank=_worker["rank"],
-        policy=_cell["options"].checkpoint,
+def _record_fit(model, history, callbacks: list, state_dir: str) -> None:
+    saver_class = keras_callbacks().checkpoint_saver
+    saver = next((c for c in callbacks if isinstance(c, saver_class)), None)
+    _cell.records.append(fit_state.record_after_fit(
+        model, history, state_dir=state_dir, cell_id=_cell.state.cell_id,
+        index=len(_cell.records) + 1, rank=_worker.rank,
+        policy=_cell.options.checkpoint,
         last_saved_epoch=saver.last_saved_epoch if saver is not None else None))
 
 
@@ -142,20 +177,19 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
         # callbacks, the dashboard) would read N times too high. "first" is tf-keras'
         # own choice for synchronized values.
         model.distribute_reduction_method = "first"
-    options = _cell["options"]
+    options = _cell.options
+    ours = keras_callbacks()
     extra = []
-    if options.report and _worker["publisher"] is not None:
-        from .keras_reporting import KerasReportingCallback  # imports TensorFlow
-
-        extra.append(KerasReportingCallback(
-            _worker["publisher"], samples_per_step=_samples_per_step(args, kwargs, positions)))
+    if options.report and _worker.publisher is not None:
+        extra.append(ours.reporting(
+            _worker.publisher, samples_per_step=_samples_per_step(args, kwargs, positions)))
         user_chose_verbose = "verbose" in kwargs or len(args) > positions["verbose"]
         if options.quiet_progress and not user_chose_verbose:
             kwargs["verbose"] = 0
     if not training:
         return extra
-    _cell["fits"] += 1
-    if options.resume_from and _cell["fits"] == 1:
+    _cell.fits += 1
+    if options.resume_from and _cell.fits == 1:
         _resume(model, options.resume_from, kwargs, args, positions)
     import tensorflow as tf
 
@@ -164,13 +198,13 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
         extra.append(tf.keras.callbacks.TensorBoard(log_dir=options.tensorboard))
     if options.backup is not None:
         extra.append(tf.keras.callbacks.BackupAndRestore(
-            os.path.join(options.backup.directory, f"fit-{_cell['fits']}"),
+            os.path.join(options.backup.directory, f"fit-{_cell.fits}"),
             save_freq=options.backup.save_freq, delete_checkpoint=True))
-        extra.append(_resume_notice())
+        extra.append(ours.resume_notice(is_chief=_worker.is_chief))
     if options.checkpoint is not None:
-        extra.append(checkpointing.saver_class()(
-            policy=options.checkpoint, rank=_worker["rank"], is_chief=_worker["is_chief"],
-            world_size=_worker["world_size"]))
+        extra.append(ours.checkpoint_saver(
+            policy=options.checkpoint, rank=_worker.rank, is_chief=_worker.is_chief,
+            world_size=_worker.world_size))
     return extra
 
 
@@ -189,7 +223,7 @@ def _samples_per_step(args: tuple, kwargs: dict, positions: dict) -> int | None:
         batch = _dataset_batch_size(data)
     if not batch:
         return None
-    return max(1, int(batch) // _worker["world_size"])
+    return max(1, int(batch) // _worker.world_size)
 
 
 def _dataset_batch_size(dataset) -> int | None:
@@ -211,25 +245,6 @@ def _resume(model, path: str, kwargs: dict, args: tuple, positions: dict) -> Non
     meta = checkpointing.restore(model, path)
     if "initial_epoch" not in kwargs and len(args) <= positions["initial_epoch"]:
         kwargs["initial_epoch"] = meta["epoch"]
-    if _worker["is_chief"]:
+    if _worker.is_chief:
         print(f"resumed from {os.path.basename(path)}: epoch {meta['epoch']}, "
               f"step {meta.get('step')}")   # for the record, not a warning: stdout
-
-
-def _resume_notice():
-    """Says, on the chief, where BackupAndRestore picked training up again."""
-    import tensorflow as tf
-
-    class ResumeNotice(tf.keras.callbacks.Callback):
-        _said = False
-
-        def on_epoch_begin(self, epoch, logs=None):
-            if self._said:
-                return
-            self._said = True
-            step = int(self.model.optimizer.iterations.numpy())
-            if step and _worker["is_chief"]:
-                print(f"resumed from the automatic backup: epoch {epoch + 1}, "
-                      f"step {step}")
-
-    return ResumeNotice()

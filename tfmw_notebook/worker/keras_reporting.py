@@ -1,7 +1,7 @@
 """The Keras callback of the live dashboard (reporting.py publishes what it emits).
 
-A module of its own because it imports TensorFlow: on the workers
-TF_USE_LEGACY_KERAS is set before it loads, so tf.keras is tf-keras.
+A module of its own because it imports TensorFlow: the workers load it through
+keras_callbacks.py, once TF_USE_LEGACY_KERAS is set, so tf.keras is tf-keras.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from ..events import BATCH, EPOCH, EVALUATE, FIT, TRAIN_BEGIN, TRAIN_END, metric_values
+from ..protocol.events import BATCH, EPOCH, EVALUATE, FIT, TRAIN_BEGIN, TRAIN_END, metric_values
 from .reporting import EventPublisher
 
 

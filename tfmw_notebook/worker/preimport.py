@@ -8,14 +8,14 @@ The bootstrap's own `import tensorflow` waits for this import to finish and
 reports any error it raised.
 """
 
+import contextlib
 import threading
 
 
 def _import_tensorflow() -> None:
-    try:
+    # Any failure is left to the bootstrap: it imports again and says what is wrong.
+    with contextlib.suppress(BaseException):
         import tensorflow  # noqa: F401
-    except BaseException:
-        pass  # the bootstrap imports again and says what is wrong
 
 
 threading.Thread(target=_import_tensorflow, name="tfmw-preimport", daemon=True).start()

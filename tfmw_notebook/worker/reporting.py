@@ -1,6 +1,6 @@
 """Worker side of the live dashboard: buffer training events and publish them.
 
-The events and the publish-key scheme are defined in `tfmw_notebook.events`.
+The events and the publish-key scheme are defined in `tfmw_notebook.protocol.events`.
 TensorFlow is imported only when the Keras callback is first needed, never when
 this module loads.
 """
@@ -8,9 +8,10 @@ this module loads.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
-from ..events import (
+from ..protocol.events import (
     DROPPED,
     EPOCH,
     REPORT,

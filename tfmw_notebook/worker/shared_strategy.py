@@ -9,17 +9,35 @@ before any other TF op anyway, so every construction returns the shared one.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-_installed: dict = {}
+from ..protocol.warning import TFDistWarning
 
 
-def install(shared) -> None:
+@dataclass
+class Installed:
+    """The shared strategy, and the constructors its class had before `install` patched them
+    (set once: a later install only swaps the strategy)."""
+
+    shared: Any = None                                  # a tf.distribute strategy
+    original_new: Callable[..., Any] | None = None
+    original_init: Callable[..., Any] | None = None
+
+
+_installed = Installed()
+
+
+def install(shared: Any) -> None:
     """Make MultiWorkerMirroredStrategy(...) (both spellings) return `shared`."""
-    base = type(shared)
-    if _installed:
-        _installed["shared"] = shared
+    # TensorFlow's class, which mypy sees as untyped: Any lets its constructors be replaced.
+    base: Any = type(shared)
+    if _installed.original_init is not None:
+        _installed.shared = shared
         return
-    _installed.update(shared=shared, new=base.__new__, init=base.__init__)
+    _installed.shared = shared
+    _installed.original_new, _installed.original_init = base.__new__, base.__init__
     original_init = base.__init__
 
     def __new__(cls, *args, **kwargs):
@@ -28,12 +46,13 @@ def install(shared) -> None:
                 "tfmw_notebook: MultiWorkerMirroredStrategy(...) returned the cluster's "
                 "shared strategy and ignored its arguments; choose the communication "
                 "with `%tfdist start --communication`.",
+                TFDistWarning,
                 stacklevel=2,
             )
-        return _installed["shared"]
+        return _installed.shared
 
     def __init__(self, *args, **kwargs):
-        if self is _installed["shared"]:
+        if self is _installed.shared:
             return  # already built; building again would reset its collectives
         original_init(self, *args, **kwargs)
 
@@ -41,5 +60,6 @@ def install(shared) -> None:
     base.__init__ = __init__
 
 
-def shared_strategy():
-    return _installed.get("shared")
+def shared_strategy() -> Any:
+    """The cluster's strategy, or None before the bootstrap made it."""
+    return _installed.shared

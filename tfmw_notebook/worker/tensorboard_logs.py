@@ -48,6 +48,6 @@ def chief_only_logs(callbacks: list, *, is_chief: bool):
     try:
         yield
     finally:
-        for board, log_dir in zip(boards, chosen):
+        for board, log_dir in zip(boards, chosen, strict=True):
             board.log_dir = log_dir      # the user's object looks as it did
         shutil.rmtree(temp, ignore_errors=True)

@@ -14,7 +14,7 @@ import sys
 import sysconfig
 import threading
 
-from ..events import FRAMEWORK
+from ..protocol.events import FRAMEWORK
 
 _FRAMEWORK_PARTS = tuple(f"{os.sep}{name}{os.sep}" for name in (
     "tensorflow", "tf_keras", "keras", "tfmw_notebook", "ipyparallel", "ipykernel",
@@ -24,7 +24,8 @@ _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 
 def main_thread_whereabouts() -> str:
     """FRAMEWORK, or 'file:line in function' of the user's code the main thread is in."""
-    frame = sys._current_frames().get(threading.main_thread().ident)
+    main = threading.main_thread().ident    # None only for a thread not yet started
+    frame = sys._current_frames().get(main) if main is not None else None
     while frame is not None:
         filename = frame.f_code.co_filename
         if filename.startswith(_STDLIB) and "site-packages" not in filename:

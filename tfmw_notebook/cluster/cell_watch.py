@@ -1,0 +1,245 @@
+"""Running one cell on every worker and watching it, until all finish or one fails.
+
+The watch never hangs: a rank that raised, a dead engine, --timeout and the
+interrupt button each end it with a WorkerFailed (nothing done yet), which the
+recovery path (recovery.py) turns into keeping or restarting the workers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import time
+from dataclasses import dataclass, field
+
+from ..errors import (
+    Failure,
+    WorkerFailed,
+    is_engine_death,
+    prefixed,
+    remote_summary,
+    remote_traceback,
+)
+from ..protocol.run_options import FitState
+from ..protocol.tfconfig import EngineReport
+from .engines import EngineGroup, is_this_host, pid_alive
+from .limits import POLL_SECONDS, SILENCE_SECONDS
+from .liveness import SilenceWatch, StallWatch
+from .output import OutputRelay
+from .run_settings import RunSettings
+from .worker_calls import WorkerCalls
+
+# Errors a worker raises when a peer went away or a collective was aborted: the
+# worker group cannot go on (a restart is needed, and --max-restarts retries them);
+# anything else is the cell's own bug.
+RETRYABLE_ERRORS = frozenset({"UnavailableError", "AbortedError", "CancelledError",
+                              "DeadlineExceededError"})
+_DRAIN_SECONDS = 5.0
+_cell_numbers = itertools.count(1)
+
+
+@dataclass
+class RunResult:
+    """What a cell left behind: the chief's last value's display data, timings."""
+
+    display: dict | None
+    seconds: float
+    data: list[dict] = field(default_factory=list)  # per rank: what the rank published
+    fits: list[list[dict]] = field(default_factory=list)  # per rank: each fit's end state
+
+
+@dataclass
+class CellWatch:
+    """One cell on `workers` (index = rank): submit it, then watch every rank."""
+
+    calls: WorkerCalls
+    workers: list[EngineReport]
+    settings: RunSettings
+    error_grace: float
+    silence: float = SILENCE_SECONDS
+    relay: OutputRelay = field(init=False, repr=False)
+    _silence: SilenceWatch = field(init=False, repr=False)
+    _stalls: StallWatch = field(init=False, repr=False)
+    _warned: set = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        settings = self.settings
+        self.relay = OutputRelay(len(self.workers), all_output=settings.all_output,
+                                 stdout=settings.stdout, stderr=settings.stderr)
+
+    @property
+    def group(self) -> EngineGroup:
+        return self.calls.group
+
+    def run(self, source: str, state: FitState) -> RunResult:
+        filename = f"<tfdist-cell-{next(_cell_numbers)}>"
+        settings = self.settings
+        began = time.perf_counter()
+        futures = [self.calls.submit_cell(w.engine_id, source, filename,
+                                          settings.want_display and rank == 0,
+                                          settings.options, state)
+                   for rank, w in enumerate(self.workers)]
+        timeout = settings.timeout
+        self._watch(futures, None if timeout is None else time.monotonic() + timeout, timeout)
+        outcomes = [future.get() for future in futures]
+        return RunResult(display=outcomes[0]["display"], seconds=time.perf_counter() - began,
+                         data=[dict(f.data) for f in futures],
+                         fits=[outcome["fits"] for outcome in outcomes])
+
+    def _watch(self, futures, deadline: float | None, timeout: float | None) -> None:
+        """Wait for every rank; raise WorkerFailed on the first that fails, dies or overruns.
+
+        After a rank raised, the others get `error_grace` seconds to finish: if
+        they all do, the workers may be kept; one still running is taken to be
+        blocked in a collective that will never complete.
+        """
+        first_error, grace_ends = None, 0.0
+        self._silence = SilenceWatch(len(futures), self.silence)
+        self._stalls, self._warned = StallWatch(len(futures)), set()
+        try:
+            while True:
+                self._take_in(futures)
+                self._check_heard_from(futures)
+                self._check_stalls(futures)
+                if first_error is None:
+                    failed = next((r for r, f in enumerate(futures)
+                                   if f.done() and f.exception()), None)
+                    if failed is not None:
+                        first_error = self._first_error(failed, futures)
+                        grace_ends = time.monotonic() + self.error_grace
+                dead = self.dead_ranks()
+                if dead:
+                    raise self._death(dead)
+                if all(f.done() for f in futures):
+                    self._drain(futures)
+                    if first_error is not None:
+                        raise self._error_fault(first_error, futures, all_finished=True)
+                    return
+                if first_error is not None and time.monotonic() > grace_ends:
+                    raise self._error_fault(first_error, futures, all_finished=False)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise _failed(f"the cell ran past --timeout {timeout:g} s; every "
+                                  "worker was stopped", kind="timeout")
+                # Wait on a rank still running: a finished one's wait returns at once,
+                # and the loop would spin on a core the last rank needs.
+                running = next((f for f in futures if not f.done()), None)
+                if running is not None:
+                    running.wait(POLL_SECONDS)
+        except KeyboardInterrupt:
+            raise _failed("interrupted: training was stopped on every worker",
+                          kind="interrupt") from None
+
+    def _take_in(self, futures) -> None:
+        self.relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""),
+                        len(futures))
+        for rank, future in enumerate(futures):
+            self._silence.see(rank, future.data)
+            self._stalls.see(rank, future.data, len(future.stdout or "") + len(future.stderr or ""))
+            if self.settings.on_data is not None:
+                self.settings.on_data(rank, future.data)
+
+    def _check_heard_from(self, futures) -> None:
+        """A running rank whose heartbeat stopped is lost, unless the controller every
+        beat passes through is the one gone (it no longer accepts connections)."""
+        running = [rank for rank, future in enumerate(futures) if not future.done()]
+        silent = self._silence.silent(running)
+        if not silent:
+            return
+        quiet = self._silence.quiet_for(silent[0])
+        if not self.group.controller_answers():
+            host, port = self.group.controller_address()
+            raise _failed(f"the ipyparallel controller at {host}:{port} does not answer "
+                          f"(no worker heard from for {quiet:.0f} s): it has stopped, or "
+                          "its host is cut off", kind="controller")
+        names = ", ".join(self._describe(rank) for rank in silent)
+        elsewhere = tuple(dict.fromkeys(self.workers[rank].host for rank in silent
+                                        if not is_this_host(self.workers[rank].host)))
+        raise _failed(f"worker {names} not heard from for {quiet:.0f} s: its host may be down "
+                      "or cut off from this one", kind="lost", rank=silent[0],
+                      retryable=not elsewhere, lost_hosts=elsewhere)
+
+    def _check_stalls(self, futures) -> None:
+        """Name a rank stuck in its own code while others wait (--stall-warning), and end
+        the cell like a timeout when it stays stuck (--stall-timeout)."""
+        limits = self.settings.stall
+        thresholds = [t for t in (limits.warning, limits.timeout) if t is not None]
+        if not thresholds:
+            return
+        running = [rank for rank, future in enumerate(futures) if not future.done()]
+        for rank, seconds, where in self._stalls.stalled(running, min(thresholds)):
+            if limits.timeout is not None and seconds >= limits.timeout:
+                raise _failed(
+                    f"worker {self._describe(rank)} made no progress for {seconds:.0f} s, stuck "
+                    f"in its own code at {where} while the others waited (--stall-timeout "
+                    f"{limits.timeout:g}); every worker was stopped", kind="timeout",
+                    rank=rank)
+            if limits.warning is not None and seconds >= limits.warning:
+                if rank not in self._warned:
+                    self._warned.add(rank)
+                    sys.stderr.write(f"tfdist: worker {self._describe(rank)} has made no "
+                                     f"progress for {seconds:.0f} s, in its own code at "
+                                     f"{where}, while the others wait for it\n")
+                    sys.stderr.flush()
+                if self.settings.on_stall is not None:
+                    self.settings.on_stall(rank, seconds, where)
+
+    def _describe(self, rank: int) -> str:
+        worker = self.workers[rank]
+        return f"{rank} (pid {worker.pid} on {worker.host}, {worker.address})"
+
+    def _first_error(self, rank: int, futures) -> tuple[int, BaseException]:
+        """Show the first failing rank's traceback at once; remember it."""
+        exc = futures[rank].exception()
+        if is_engine_death(exc):
+            raise self._death([rank])
+        self._take_in(futures)
+        text = remote_traceback(exc)
+        if text:
+            sys.stderr.write(prefixed(text, rank))
+            sys.stderr.flush()
+        return rank, exc
+
+    def _error_fault(self, first_error, futures, *, all_finished: bool) -> WorkerFailed:
+        rank, exc = first_error
+        errors = [f.exception() for f in futures if f.done() and f.exception()]
+        died = [r for r, f in enumerate(futures)
+                if f.done() and f.exception() and is_engine_death(f.exception())]
+        if died:
+            return self._death(died)
+        return _failed(
+            f"worker {rank} failed: {remote_summary(exc)}", kind="error", rank=rank,
+            traceback=remote_traceback(exc), all_finished=all_finished,
+            retryable=any(getattr(e, "ename", "") in RETRYABLE_ERRORS for e in errors),
+            error_name=getattr(exc, "ename", "") or type(exc).__name__,
+            error_value=str(getattr(exc, "evalue", "") or ""))
+
+    def _death(self, ranks: list[int]) -> WorkerFailed:
+        names = ", ".join(self._describe(rank) for rank in ranks)
+        return _failed(f"worker {names} died", kind="died", rank=ranks[0], retryable=True)
+
+    def _drain(self, futures) -> None:
+        """Take in what the workers printed or published just before they finished.
+
+        Output and published data travel on another socket than the reply, so
+        they can arrive after it; wait (briefly) for each rank's output to end.
+        """
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        for future in futures:
+            future.wait_for_output(max(0.0, deadline - time.monotonic()))
+        self._take_in(futures)
+
+    def dead_ranks(self) -> list[int]:
+        return dead_ranks(self.group, self.workers)
+
+
+def _failed(summary: str, **details) -> WorkerFailed:
+    """One attempt's failure, before recovery decided anything."""
+    return WorkerFailed(Failure(summary, **details))
+
+
+def dead_ranks(group: EngineGroup, workers: list[EngineReport]) -> list[int]:
+    """Ranks whose engine left the hub, or (on this host) whose process is gone."""
+    registered = group.registered()
+    return [rank for rank, worker in enumerate(workers)
+            if worker.engine_id not in registered
+            or (is_this_host(worker.host) and not pid_alive(worker.pid))]

@@ -1,0 +1,440 @@
+"""The ipyparallel side: engine processes we start or attach to, kill and restart.
+
+Knows nothing of TensorFlow. One ipyparallel Client per group for its whole
+life: closing a client in a kernel that shares its zmq context can kill the
+kernel, and new engines simply register with the client we have.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Collection, Sequence
+
+import ipyparallel as ipp
+from ipyparallel.cluster.launcher import ipengine_cmd_argv
+from IPython.core.profiledir import ProfileDir, ProfileDirError
+from IPython.paths import get_ipython_dir
+
+from ..errors import ClusterSetupError
+from ..protocol.tempdirs import remove_worker_tempdir
+from .limits import POLL_SECONDS
+from .private_network import PrivateNetwork
+
+_log = logging.getLogger("tfmw_notebook")
+# The hub counts an engine as registered at its first heartbeat: with the default
+# 3 s period that alone made start-up ~5 s slower. Beats are answered by zmq in a
+# C thread, so a busy engine still answers; 20 misses (5 s) mark one dead.
+# Schedulers as threads of the controller, not eight processes of their own: each would
+# start an interpreter and import ipyparallel while the engines import TensorFlow.
+_CONTROLLER_ARGS = ["--HeartMonitor.period=250", "--HeartMonitor.max_heartmonitor_misses=20",
+                    "--IPController.use_threads=True"]
+_CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.cluster.controller"]
+# Our engines: ipyparallel's, with TensorFlow's import begun at once (worker/engine_main.py).
+_ENGINE_COMMAND = [sys.executable, "-m", "tfmw_notebook.worker.engine_main"]
+_PROBE_SECONDS = 3.0   # a connect to the controller that takes longer counts as no answer
+_SIGNAL_SECONDS = 5.0  # how long a nanny on another host gets to confirm a kill
+
+
+def pid_alive(pid: int) -> bool:
+    """True while `pid` runs on this host (a zombie counts as dead)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            # The state follows the parenthesised command name.
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except FileNotFoundError:
+        return False
+    except OSError:
+        pass
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def is_this_host(host: str) -> bool:
+    return host == socket.gethostname()
+
+
+class EngineGroup:
+    """A set of engine ids on one controller, and the means to replace them."""
+
+    def __init__(self, client: ipp.Client, cluster: ipp.Cluster | None, *, owned: bool):
+        self.client = client
+        self.cluster = cluster  # None when attached by url file only: cannot restart
+        self.owned = owned      # we started controller and engines: we stop them
+        self.ids: list[int] = []
+        self._retired: set[int] = set()
+        self._engine_kwargs: dict = {}  # how our engines were launched, to launch alike
+        self._engine_argv: list[str] = list(ipengine_cmd_argv)
+        self.url_file: str | None = None  # the connection file we attached by, if any
+        self.network: PrivateNetwork | None = None  # our engines' private network, if any
+
+    # -- start / attach -------------------------------------------------------
+
+    @classmethod
+    def start(cls, n: int, *, timeout: float, profile_dir: str | None = None,
+              environment: dict[str, str] | None = None,
+              network: PrivateNetwork | None = None) -> EngineGroup:
+        """Start a controller and `n` local engines, all ended with this process.
+
+        `environment`: set in each engine at launch; with it, engines start
+        importing TensorFlow at once (see worker/preimport.py). `network`: run the
+        engines inside it, reaching the controller over Unix sockets (the group
+        owns it from here on and closes it when it stops).
+        """
+        kwargs = {"profile_dir": profile_dir} if profile_dir else {}
+        controller_args, engine_argv, engine_kwargs = _launch_settings(
+            environment, network, timeout)
+        # ipyparallel's own warnings (engine logs of killed engines) would land in
+        # the cell; we report failures ourselves. Engines read the controller's
+        # connection file (they wait for it), so they can start before it exists.
+        cluster = ipp.Cluster(n=n, delay=0, log_level=logging.ERROR,
+                              controller_args=controller_args,
+                              send_engines_connection_env=False, **kwargs)
+        try:
+            # Engines first: their interpreter and TensorFlow start while the
+            # controller comes up, instead of after it.
+            cluster.start_engines_sync(n, **engine_kwargs)
+            cluster.start_controller_sync(controller_cmd=_CONTROLLER_COMMAND)
+            client = cluster.connect_client_sync()
+        except KeyboardInterrupt:
+            _quietly(cluster.stop_cluster_sync)
+            _close(network)
+            raise
+        except Exception as exc:
+            _quietly(cluster.stop_cluster_sync)
+            _close(network)
+            raise ClusterSetupError(f"could not start ipyparallel engines: {exc}") from exc
+        group = cls(client, cluster, owned=True)
+        group._engine_kwargs = engine_kwargs
+        group._engine_argv = engine_argv
+        group.network = network
+        try:
+            group.ids = group._wait_for_new_engines(n, time.monotonic() + timeout,
+                                                    launched=set(cluster.engines))
+        except (ClusterSetupError, KeyboardInterrupt):
+            group.stop()
+            raise
+        return group
+
+    @classmethod
+    def attach(cls, *, profile: str | None, cluster_id: str | None, url_file: str | None,
+               n: int | None, timeout: float) -> EngineGroup:
+        client, cluster = _attached_client(profile, cluster_id, url_file, timeout)
+        group = cls(client, cluster, owned=False)
+        group.url_file = os.path.abspath(url_file) if url_file else None
+        deadline = time.monotonic() + timeout
+        if n is None:
+            group.ids = sorted(client.ids)
+            if not group.ids:
+                group.ids = group._wait_for_new_engines(1, deadline)
+                group.ids = sorted(client.ids)
+        else:
+            group.ids = group._wait_for_new_engines(n, deadline)
+        return group
+
+    # -- liveness ---------------------------------------------------------------
+
+    def registered(self) -> set[int]:
+        return set(self.client.ids)
+
+    def controller_address(self) -> tuple[str, int | None]:
+        """Host and registration port of the controller, as the client reaches it."""
+        url = getattr(self.client, "_config", {}).get("registration", "") or ""
+        host, _, port = url.rsplit("//", 1)[-1].rpartition(":")
+        if not host:
+            return "127.0.0.1", None
+        return host.strip("[]"), int(port) if port.isdigit() else None
+
+    def controller_address_for_engines(self) -> tuple[str, int | None]:
+        """How the engines reach the controller: (host, port), or (path, None) for the
+        Unix socket they register at when they run in a private network."""
+        host, port = self.controller_address()
+        if self.network is None or port is None:
+            return host, port
+        # The controller gives engines and clients the same registration port number.
+        return f"{self.network.socket_dir}/engine-{port}", None
+
+    def controller_answers(self, timeout: float = _PROBE_SECONDS) -> bool:
+        """Whether the controller still accepts connections (its process lives, its host
+        is reachable). A plain TCP connect: the hub itself is never disturbed."""
+        host, port = self.controller_address()
+        if port is None:
+            return True  # nothing to probe; the waits' own deadlines still hold
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return True
+        except OSError:
+            return False
+
+    def _wait_for_new_engines(self, n: int, deadline: float, *,
+                              launched: Collection[str] = frozenset()) -> list[int]:
+        """Ids of `n` engines new to this group. `launched`: the engine sets we just
+        started; one whose process ends before it registers fails the wait at once."""
+        known = set(self.ids) | self._retired
+        while True:
+            fresh = sorted(self.registered() - known)
+            if len(fresh) >= n:
+                return fresh[:n]
+            if launched:
+                ended = _ended_engines(self.cluster, launched)
+                if ended:
+                    raise ClusterSetupError(
+                        f"{len(ended)} of {n} engines ended before they registered; the last "
+                        f"line of one's log: {next(iter(ended.values()))!r} (the engines' "
+                        f"logs are in {self._log_dir()})")
+            if time.monotonic() > deadline:
+                raise ClusterSetupError(
+                    f"only {len(fresh)} of {n} engines registered in time; "
+                    f"raise --timeout, or check the engines' logs in {self._log_dir()}")
+            time.sleep(POLL_SECONDS)
+
+    def _log_dir(self) -> str:
+        profile_dir = getattr(self.cluster, "profile_dir", None)
+        if profile_dir:
+            return os.path.join(profile_dir, "log")
+        return f"the log directory of ipyparallel profile {self.client.profile or 'default'!r}"
+
+    # -- kill / restart / stop --------------------------------------------------
+
+    def kill(self, pids: dict[int, tuple[str, int]]) -> None:
+        """SIGKILL the engines: a collective blocked in C++ ignores anything milder.
+
+        `pids` maps engine id -> (host, pid). Local engines are killed directly;
+        remote ones through their nanny.
+        """
+        remote = []
+        for engine_id, (host, pid) in pids.items():
+            if is_this_host(host):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                remove_worker_tempdir(pid)   # a killed worker cannot clean up itself
+            else:
+                remote.append(engine_id)
+        if remote:
+            self._kill_through_nannies(remote)
+        self._retired.update(pids)
+
+    def _kill_through_nannies(self, engine_ids: list[int]) -> None:
+        # A host that is cut off never answers: wait a little, never forever.
+        known = self.registered()
+        registered = [eid for eid in engine_ids if eid in known]
+        if not registered:
+            return
+        try:
+            self.client.send_signal(signal.SIGKILL, targets=registered,
+                                    block=False).result(timeout=_SIGNAL_SECONDS)
+        except Exception as exc:
+            # A dead nanny usually means a dead engine already; say so in the log.
+            _log.warning("could not signal engines %s through their nanny: %r", registered, exc)
+
+    def can_restart(self) -> bool:
+        if self.cluster is not None and not self.cluster.engines:
+            self._reload_cluster()
+        return self.cluster is not None and bool(self.cluster.engines)
+
+    def _reload_cluster(self) -> None:
+        # Attached while `ipcluster start` was still launching: its cluster file names
+        # the engine launcher only once the engines are started.
+        old = self.cluster
+        if old is None:
+            return
+        try:
+            # With its profile, so the launcher gets the profile's settings (SSH options).
+            self.cluster = ipp.Cluster.from_file(profile_dir=old.profile_dir,
+                                                 cluster_id=old.cluster_id)
+        except (OSError, ValueError) as exc:
+            _log.warning("could not read %s again: %r", old.cluster_file, exc)
+
+    def check_restartable(self, hosts: Sequence[str]) -> ipp.Cluster:
+        """The cluster whose launcher starts engines again; else ClusterSetupError saying
+        what to run where. `hosts`: where the old engines ran (one entry per engine)."""
+        if not self.can_restart() or self.cluster is None:
+            raise ClusterSetupError(
+                "the engines of this attached cluster cannot be restarted from here (no "
+                f"launcher known): {_bring_back(self.url_file, hosts)}")
+        return self.cluster
+
+    def restart(self, n: int, *, timeout: float, hosts: Sequence[str] = ()) -> list[int]:
+        """Fresh engine processes, same count; returns their ids (`hosts`: see
+        check_restartable)."""
+        cluster = self.check_restartable(hosts)
+        self._retired.update(self.ids)
+        deadline = time.monotonic() + timeout
+        try:
+            cluster.stop_engines_sync()
+        except Exception as exc:
+            # The engines were killed already (through their nannies); a launcher that
+            # then fails to signal them (SSH: "no such process") has nothing left to stop.
+            _log.warning("stopping the old engines through the launcher: %r", exc)
+        try:
+            if self.network is not None and not self.network.is_open():
+                self.network.reopen()   # its keeper was killed: a new private network
+                self._engine_kwargs["engine_cmd"] = (self.network.command_prefix()
+                                                     + self._engine_argv)
+            old_sets = set(cluster.engines)
+            cluster.start_engines_sync(n, **self._engine_kwargs)
+        except Exception as exc:  # the launcher's own failure: say whose it is
+            raise ClusterSetupError(
+                f"ipyparallel's {_launcher_name(cluster)} could not start engines again "
+                f"({exc!r}): "
+                "start the cluster again (e.g. `ipcluster start`), then `%tfdist attach`"
+            ) from None
+        self.ids = self._wait_for_new_engines(
+            n, deadline, launched=set(cluster.engines) - old_sets)
+        return self.ids
+
+    def stop(self) -> None:
+        if self.owned and self.cluster is not None:
+            _quietly(self.cluster.stop_cluster_sync)
+        _close(self.network)
+        self.network = None
+        self.ids = []
+
+def _attached_client(profile: str | None, cluster_id: str | None, url_file: str | None,
+                     timeout: float) -> tuple[ipp.Client, ipp.Cluster | None]:
+    """A client of a running cluster, and the cluster (None when known by url file only)."""
+    if url_file:
+        if not os.path.exists(url_file):
+            raise ClusterSetupError(
+                f"no connection file at {url_file}: pass the ipcontroller-client.json "
+                "that `ipcontroller`/`ipcluster start` wrote"
+            )
+        return _connect(lambda: ipp.Client(url_file, timeout=timeout), url_file), None
+    try:
+        # Look the profile up without creating it (a typo must not leave a
+        # new profile directory behind, as Cluster(profile=...) would).
+        profile_dir = ProfileDir.find_profile_dir_by_name(
+            get_ipython_dir(), profile or "default").location
+        cluster = ipp.Cluster.from_file(profile_dir=profile_dir, cluster_id=cluster_id or "")
+    except (ProfileDirError, FileNotFoundError):
+        where = f"profile {profile or 'default'!r}" + (
+            f", cluster id {cluster_id!r}" if cluster_id else "")
+        flags = (f" --profile {profile}" if profile else "") + (
+            f" --cluster-id {cluster_id}" if cluster_id else "")
+        raise ClusterSetupError(
+            f"no running ipyparallel cluster found ({where}): start one with "
+            f"`ipcluster start -n 2{flags}` or pass --cluster-id / --url-file"
+        ) from None
+    client = _connect(lambda: cluster.connect_client_sync(timeout=timeout),
+                      cluster.cluster_file)
+    return client, cluster
+
+
+def _bring_back(url_file: str | None, hosts: Sequence[str]) -> str:
+    """What to run where to have engines again, for a group attached by url file."""
+    if not url_file:
+        return "start engines again with ipcluster/ipengine, then `%tfdist attach`"
+    engine_file = os.path.join(os.path.dirname(url_file), "ipcontroller-engine.json")
+    if not os.path.exists(engine_file):
+        engine_file = "<the controller's ipcontroller-engine.json>"
+    counts: dict[str, int] = {}
+    for host in hosts:
+        counts[host] = counts.get(host, 0) + 1
+    where = "; ".join(f"on {host}, {count} x `ipengine --file={engine_file}`"
+                      for host, count in counts.items()) or \
+        f"on each host, `ipengine --file={engine_file}` once per worker"
+    return f"{where}; then `%tfdist attach --url-file {url_file}`"
+
+
+def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork | None,
+                     timeout: float):
+    """(controller args, engine argv, engine launcher kwargs) for the engines we start."""
+    controller_args = list(_CONTROLLER_ARGS)
+    # With the environment TF needs at import, engines start importing it at once.
+    engine_argv = ipengine_cmd_argv if environment is None else _ENGINE_COMMAND
+    if network is not None:
+        controller_args += ["--IPController.engine_transport=ipc",
+                            f"--IPController.engine_ip={network.socket_dir}/engine"]
+    engine_kwargs: dict = {"engine_cmd": (network.command_prefix() if network is not None
+                                          else []) + engine_argv,
+                           # ipyparallel waits 0.1 s between engines (0.7 s for the last
+                           # of 8): each would start its TensorFlow import that much later.
+                           "delay": 0}
+    if environment is not None:
+        engine_kwargs["environment"] = dict(environment)
+    # Our engines end with this kernel.
+    # (__import__: the startup command runs in the user's namespace; bind nothing there)
+    startup = "__import__('tfmw_notebook.cluster.orphan_guard', fromlist=['start']).start()"
+    # No nanny process per engine: it would start while TensorFlow is imported,
+    # and engines we start are on this host, killed by pid (see kill()).
+    # Engines start before the controller and wait for its connection file; by
+    # default they give up after 10 s, which a loaded 2-core machine can exceed
+    # while two engines import TensorFlow. Wait as long as the start may take.
+    engine_kwargs["engine_args"] = [f"--IPEngine.startup_command={startup}",
+                                    "--IPEngine.enable_nanny=False",
+                                    f"--IPEngine.wait_for_url_file={timeout:g}"]
+    return controller_args, engine_argv, engine_kwargs
+
+
+def _ended_engines(cluster: ipp.Cluster | None, engine_sets: Collection[str]) -> dict[str, str]:
+    """{engine: the last line of its log} for the engines in these engine sets whose
+    process has ended.
+
+    Two places to look: ipyparallel moves an ended engine out of its set (keeping its
+    output) only while its event loop runs, e.g. during the controller's start; one
+    that ended since is still in the set, its process gone."""
+    ended = {}
+    for set_id, engine_set in list(getattr(cluster, "engines", {}).items()):
+        if set_id not in engine_sets:
+            continue
+        outputs = getattr(engine_set, "outputs", {})
+        for identifier in list(getattr(engine_set, "stop_data", {}).get("engines", {})):
+            ended[f"{set_id}/{identifier}"] = _last_line(outputs.get(identifier) or "")
+        for identifier, launcher in list(getattr(engine_set, "launchers", {}).items()):
+            if _process_ended(launcher):
+                ended[f"{set_id}/{identifier}"] = _last_line(launcher.get_output() or "")
+    return ended
+
+
+def _process_ended(launcher) -> bool:
+    process = getattr(launcher, "process", None)  # None for launchers of remote engines
+    if process is None:
+        return False
+    try:
+        return not process.is_running() or process.status() == "zombie"
+    except Exception:  # psutil: gone between the two looks
+        return True
+
+
+def _last_line(output: str) -> str:
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    return lines[-1][-300:] if lines else "(empty log)"
+
+
+
+def _launcher_name(cluster: ipp.Cluster) -> str:
+    launcher = cluster.engine_launcher_class
+    return getattr(launcher, "__name__", str(launcher))
+
+
+def _connect(connect, where: str) -> ipp.Client:
+    try:
+        return connect()
+    except (TimeoutError, OSError) as exc:
+        raise ClusterSetupError(
+            f"no ipyparallel controller answered for {where} ({exc}): is the cluster running? "
+            "`ipcluster start` it first"
+        ) from None
+
+
+def _close(network: PrivateNetwork | None) -> None:
+    if network is not None:
+        _quietly(network.close)
+
+
+def _quietly(action) -> None:
+    try:
+        action()
+    except Exception:
+        _log.debug("ignored error while stopping", exc_info=True)

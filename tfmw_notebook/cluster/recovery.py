@@ -1,0 +1,152 @@
+"""After a cell failed: keep the workers, or restart them and give their state back.
+
+The rule: keep them when every worker finished the cell (each raised or
+returned), none died, no error says a peer or a collective failed, the workers'
+collective counters agree and a test all-reduce succeeds. Otherwise restart the
+group and replay the logged cells (state_log.py), each fit() restoring the state
+it ended with instead of training again.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import time
+from typing import Any, Protocol
+
+from ..errors import ClusterSetupError, TFDistError, WorkerFailed
+from ..protocol.run_options import CellOptions, FitState
+from ..protocol.tfconfig import EngineReport
+from .cell_watch import RunResult
+from .run_settings import RunSettings
+from .state_log import LoggedStep, RestoreReport, StateLog
+from .worker_calls import WorkerCalls
+
+_PROBE_SECONDS = 10.0  # the test all-reduce's own collective timeout
+
+
+class WorkerGroup(Protocol):
+    """What recovery needs of the cluster (TFCluster provides it)."""
+
+    workers: list[EngineReport]
+    last_restart_seconds: float
+    last_restore: RestoreReport | None
+
+    @property
+    def state_log(self) -> StateLog: ...
+    @property
+    def calls(self) -> WorkerCalls: ...
+    def run_once(self, source: str, settings: RunSettings, state: FitState) -> RunResult: ...
+    def push(self, namespace: dict[str, Any]) -> None: ...
+    def replace_workers(self) -> None: ...
+    def stop_workers(self) -> None: ...
+    def forget_state(self) -> None: ...
+
+
+class Recovery:
+    def __init__(self, cluster: WorkerGroup):
+        self.cluster = cluster
+
+    def recover(self, attempt: WorkerFailed, *, replay: bool) -> WorkerFailed:
+        """The WorkerFailed to raise, after keeping or replacing the workers."""
+        failure = attempt.failure
+        if failure.kind == "controller":
+            # Nothing can be restarted through a controller that is gone.
+            return WorkerFailed(failure, f"{failure.summary}. Start the controller and engines "
+                                "again, then `%tfdist attach` (or `%tfdist stop` and `%tfdist "
+                                "start` for a cluster tfdist started)")
+        if failure.lost_hosts:
+            # A host that cannot be reached cannot get new engines now: stop, and say when
+            # to restart, rather than wait for launchers that cannot get through.
+            self.cluster.stop_workers()
+            hosts = ", ".join(failure.lost_hosts)
+            return WorkerFailed(failure, f"{failure.summary}. Every worker was stopped; when "
+                                f"{hosts} can be reached again, run `%tfdist restart` (fresh "
+                                "workers; engines started by hand: start them there again, "
+                                "then `%tfdist attach`)")
+        why_restart = ""
+        if failure.all_finished and not failure.retryable:
+            why_restart = self.why_not_keep()
+            if not why_restart:
+                return WorkerFailed(
+                    failure, f"{failure.summary}. Every worker finished the cell, so the "
+                    "workers were kept: names from earlier cells are still defined", kept=True)
+            why_restart = f" ({why_restart})"
+        notice(f"tfdist: {failure.summary}; restarting the workers{why_restart}...")
+        return self._restarted(attempt, replay=replay)
+
+    def _restarted(self, attempt: WorkerFailed, *, replay: bool) -> WorkerFailed:
+        failure, cluster = attempt.failure, self.cluster
+        log = cluster.state_log.snapshot()
+        try:
+            cluster.replace_workers()
+        except TFDistError as exc:
+            return WorkerFailed(failure, f"{failure.summary}; the workers could not be "
+                                f"restarted: {exc}")
+        restarted = f"The workers were restarted in {cluster.last_restart_seconds:.1f} s"
+        if not (replay and log):
+            cluster.forget_state()
+            return WorkerFailed(failure, f"{failure.summary}. {restarted}: their variables were "
+                                "reset, run the cells that define them again", recovered=True)
+        report = self.restore(log)
+        return WorkerFailed(failure, f"{failure.summary}. {restarted} and {report.line()}",
+                            recovered=True, restored=report.line())
+
+    def why_not_keep(self) -> str:
+        """Empty if the workers can go on together; else why they cannot."""
+        cluster = self.cluster
+        ids = [w.engine_id for w in cluster.workers]
+        try:
+            positions = cluster.calls.collective_positions(ids, timeout=_PROBE_SECONDS)
+            if any(position != positions[0] for position in positions):
+                return "the workers ran different numbers of collectives"
+            cluster.calls.collective_probe(ids, _PROBE_SECONDS, timeout=_PROBE_SECONDS + 5)
+        except ClusterSetupError as exc:
+            return str(exc)
+        return ""
+
+    def restore(self, log: list[LoggedStep]) -> RestoreReport:
+        """Replay the logged pushes and cells on fresh workers, quietly and in order.
+
+        Each replayed fit() gives back the state it ended with (worker/fit_state.py)
+        and returns its History; a fit with no saved state trains again. A
+        replayed cell that fails ends the restore there.
+        """
+        cluster = self.cluster
+        began = time.perf_counter()
+        report = RestoreReport()
+        quiet = io.StringIO()
+        settings = RunSettings(options=CellOptions(quiet_progress=True), want_display=False,
+                               stdout=quiet, stderr=quiet)
+        for step in log:
+            if step.kind == "push":
+                cluster.push(step.payload)
+                continue
+            state = FitState(replay=tuple(fit.for_worker() for fit in step.fits))
+            try:
+                cluster.run_once(step.payload, settings, state)
+            except WorkerFailed as failed:
+                report.failed_cell, report.error = report.cells + 1, failed.summary
+                if not failed.failure.all_finished or failed.retryable:
+                    cluster.replace_workers()  # stuck or dead: fresh, without the rest
+                break
+            cluster.state_log.add(step)
+            report.cells += 1
+            report.fits_restored += sum(1 for fit in step.fits if fit.source)
+            report.fits_rerun += sum(1 for fit in step.fits if not fit.source)
+        report.seconds = time.perf_counter() - began
+        cluster.last_restore = report
+        info(f"tfdist: {report.line()}")
+        return report
+
+
+def notice(text: str) -> None:
+    """Something went wrong and is being dealt with: stderr (shown as a warning)."""
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def info(text: str) -> None:
+    """All is well, for the record: stdout (front ends show stderr in red, as an error)."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()

@@ -1,0 +1,334 @@
+"""TFCluster: the Python API under the magics.
+
+Starts or attaches an ipyparallel engine group and turns each engine into one
+TensorFlow worker (worker_setup.py), runs cells on all of them (cell_watch.py),
+and after a failure keeps the workers or brings the whole group back with its
+state (recovery.py), because the others would stay blocked in their
+collectives forever.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import BadArgument, WorkerFailed
+from ..protocol.run_options import FitState
+from ..protocol.tempdirs import remove_worker_tempdir
+from ..protocol.tfconfig import EngineReport, launch_environment
+from .cell_syntax import CellSource, checked_source
+from .cell_watch import CellWatch, RunResult
+from .diagnosis import Diagnosis, WorkerTimings
+from .engines import EngineGroup, is_this_host, pid_alive
+from .limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
+from .private_network import network_for_workers
+from .recovery import Recovery, notice
+from .run_settings import RunSettings
+from .state_log import KeptState, RestoreReport, merge_fit_records
+from .worker_access import WorkerAccess
+from .worker_calls import diagnose_cell
+from .worker_setup import Addressing, make_workers
+
+COMMUNICATIONS = ("auto", "ring", "nccl")
+DEFAULT_STEPS = 20   # steps each part of `diagnose` is timed over
+# After one rank raised, how long the others get to finish before they are taken
+# to be blocked in a collective (then the group is restarted).
+ERROR_GRACE = 3.0
+
+__all__ = ["TFCluster", "RunResult", "RemoteValue", "COMMUNICATIONS", "ERROR_GRACE"]
+
+
+class RemoteValue:
+    """The chief's last expression value, shown as a normal cell result."""
+
+    def __init__(self, display: dict):
+        self._data = display["data"]
+        self._metadata = display.get("metadata") or {}
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return self._data, self._metadata
+
+    def __repr__(self) -> str:
+        return self._data.get("text/plain", "")
+
+
+class TFCluster(WorkerAccess):
+    """A group of TensorFlow workers, one per ipyparallel engine.
+
+    >>> with TFCluster.start(2) as cluster:
+    ...     cluster.run("model.fit(...)")
+
+    (or call `cluster.stop()` yourself).
+    """
+
+    last_restart_seconds = 0.0
+
+    def __init__(self, group: EngineGroup, *, communication: str = "auto",
+                 gpus_per_worker: int = 0, timeout: float = DEFAULT_TIMEOUT,
+                 addressing: Addressing | None = None):
+        self._group = group
+        self.addressing = addressing or Addressing()
+        self.communication = communication
+        self.gpus_per_worker = gpus_per_worker
+        self.timeout = timeout
+        self.workers: list[EngineReport] = []  # index = rank
+        self.tf_version = ""
+        self.started_seconds = 0.0
+        self.restarts = 0
+        self._group_size = 0  # workers wanted, also while there are none
+        # Pushes and successful cells that ran on the current workers, in order, and
+        # their fits' end state: what a restart after a failure replays.
+        self.kept = KeptState()
+        self.error_grace = ERROR_GRACE
+        self.silence = SILENCE_SECONDS  # a running worker not heard from this long is lost
+        self.last_restore: RestoreReport | None = None
+        self._running: str | None = None
+
+    @property
+    def restore_state(self) -> bool:
+        """Keep each fit's end state and restore it after restarts (`%tfdist restore`)."""
+        return self.kept.enabled
+
+    @restore_state.setter
+    def restore_state(self, on: bool) -> None:
+        self.kept.enabled = bool(on)
+
+    @property
+    def owned(self) -> bool:
+        """Whether stop() ends the engines (we started them) or only lets go of them."""
+        return self._group.owned
+
+    @property
+    def in_private_network(self) -> bool:
+        """Whether the workers run in a private network (started with isolation)."""
+        return self._group.network is not None
+
+    def controller_answers(self) -> bool:
+        """Whether the ipyparallel controller still accepts connections."""
+        return self._group.controller_answers()
+
+    # -- construction -------------------------------------------------------
+
+    @classmethod
+    def start(cls, n: int = 2, *, timeout: float = DEFAULT_TIMEOUT, communication: str = "auto",
+              gpus_per_worker: int = 0, profile_dir: str | None = None,
+              isolate: bool = True) -> TFCluster:
+        """Start `n` local engines and make each a worker.
+
+        With `isolate` (the default) the workers run in a private network: their
+        TensorFlow ports cannot be reached from other machines (private_network.py).
+        """
+        _check_settings(n, timeout, communication, gpus_per_worker)
+        began = time.perf_counter()
+        group = EngineGroup.start(n, timeout=timeout, profile_dir=profile_dir,
+                                  environment=launch_environment(gpus_per_worker),
+                                  network=network_for_workers(isolate))
+        return cls._bootstrapped(group, began, communication=communication,
+                                 gpus_per_worker=gpus_per_worker, timeout=timeout)
+
+    @classmethod
+    def attach(cls, *, profile: str | None = None, cluster_id: str | None = None,
+               url_file: str | None = None, n: int | None = None,
+               timeout: float = DEFAULT_TIMEOUT, communication: str = "auto",
+               gpus_per_worker: int = 0, interface: str | None = None,
+               address_map: dict[str, str] | None = None) -> TFCluster:
+        """Use the engines of an ipyparallel cluster that is already running.
+
+        Each worker advertises the address of its interface that reaches the
+        controller, unless `interface` (a name, the same on every host) or
+        `address_map` ({hostname: address}) says otherwise.
+        """
+        _check_settings(n if n is not None else 1, timeout, communication, gpus_per_worker)
+        began = time.perf_counter()
+        group = EngineGroup.attach(profile=profile, cluster_id=cluster_id,
+                                   url_file=url_file, n=n, timeout=timeout)
+        return cls._bootstrapped(group, began, communication=communication,
+                                 gpus_per_worker=gpus_per_worker, timeout=timeout,
+                                 addressing=Addressing(interface, address_map))
+
+    @classmethod
+    def _bootstrapped(cls, group, began, **settings):
+        cluster = cls(group, **settings)
+        try:
+            cluster._make_workers()
+        except BaseException:
+            group.stop()
+            raise
+        cluster.started_seconds = time.perf_counter() - began
+        cluster._group_size = cluster.size
+        return cluster
+
+    def _make_workers(self) -> None:
+        made = make_workers(self._group, communication=self.communication,
+                            gpus_per_worker=self.gpus_per_worker, timeout=self.timeout,
+                            addressing=self.addressing)
+        self.workers, self.tf_version = made.reports, made.tf_version
+
+    # -- running cells --------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return len(self.workers)
+
+    def run(self, source: str | CellSource, settings: RunSettings | None = None,
+            **fields) -> RunResult:
+        """Run `source` on every worker inside the shared strategy's scope.
+
+        How is said by `settings`, or by its fields as keywords (run_settings.py:
+        `options` say what the cell's Keras calls get; with `options.report` their
+        events arrive in `on_data(rank, data)` as it runs). Raises WorkerFailed if any
+        worker raises or dies, on timeout or on KeyboardInterrupt, after keeping the
+        workers or restarting them and (with `restore`, default `self.restore_state`)
+        giving back their state (recovery.py). With `max_restarts`, a dead worker or a
+        retryable error restarts and restores the group and runs the cell again. With
+        `record=False` the cell is not replayed after a restart.
+        """
+        settings = _settings(settings, fields)
+        self._require_workers()
+        cell = checked_source(source)
+        restore = self.restore_state if settings.restore is None else settings.restore
+        restarts = 0
+        while True:
+            try:
+                result = self.run_once(cell.text, settings, self.kept.next_cell())
+            except WorkerFailed as attempt:
+                # --max-restarts needs the earlier cells' names to run this one again.
+                failure = Recovery(self).recover(
+                    attempt, replay=restore or settings.max_restarts > 0)
+                if not (failure.recovered and failure.retryable
+                        and restarts < settings.max_restarts):
+                    raise failure from None
+                restarts += 1
+                notice(f"tfdist: restart {restarts} of {settings.max_restarts} after: "
+                       f"{failure.summary}; running the cell again")
+                continue
+            if settings.record:
+                self.state_log.add_cell(cell.text, merge_fit_records(result.fits))
+            return result
+
+    def run_once(self, source: str, settings: RunSettings, state: FitState) -> RunResult:
+        """One attempt of a cell: its result, or WorkerFailed (no recovery here)."""
+        watch = CellWatch(self.calls, self.workers, settings, self.error_grace,
+                          silence=self.silence)
+        self._running = source.strip().splitlines()[0][:60] if source.strip() else ""
+        try:
+            return watch.run(source, state)
+        finally:
+            self._running = None
+
+    def diagnose(self, *, model: str | None = None, data: str | None = None,
+                 batch_size: int | None = None, steps: int = DEFAULT_STEPS) -> Diagnosis:
+        """Where a training step's time goes, measured on the workers (diagnosis.py):
+        for the model and data of the last fit(), or the workers' variables named."""
+        self._require_workers()
+        _check_diagnose_arguments(model, data, batch_size, steps)
+        problem = self.calls.diagnose_problem(self.chief_id, model, data)
+        if problem:
+            raise BadArgument(problem)
+        self.run(diagnose_cell(model, data, batch_size, steps), want_display=False,
+                 record=False)
+        rows = self.calls.diagnose_results([w.engine_id for w in self.workers])
+        return Diagnosis(tuple(WorkerTimings.from_worker(rank, row)
+                               for rank, row in enumerate(rows)))
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def restart(self) -> None:
+        """Fresh engine processes, same size, bootstrapped again (variables reset)."""
+        # Refuse before killing anything: these engines may not be ours to replace.
+        self._group.check_restartable([w.host for w in self.workers])
+        self.replace_workers()
+        self.forget_state()
+
+    def replace_workers(self) -> None:
+        """Kill the workers and bootstrap new ones; what they held is not brought back.
+
+        Workers that cannot be replaced (attached by url file) are still killed:
+        after a failure they sit blocked in collectives, of no use.
+        """
+        began = time.perf_counter()
+        size = self.size or self._group_size
+        hosts = [w.host for w in self.workers]
+        self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
+        self.workers = []
+        self.state_log.clear()  # a restore adds back what it replays
+        self._group.restart(size, timeout=self.timeout, hosts=hosts)
+        self._make_workers()
+        self.restarts += 1
+        self.last_restart_seconds = time.perf_counter() - began
+
+    def stop_workers(self) -> None:
+        """Kill the workers and leave none: `restart` brings the group back later."""
+        workers, self.workers = self.workers, []
+        self._group.kill({w.engine_id: (w.host, w.pid) for w in workers})
+
+    def forget_state(self) -> None:
+        """No restore will need the end-of-fit snapshots any more: remove them."""
+        self.kept.forget()
+
+    def stop(self) -> None:
+        """End every engine process we started (attached clusters keep theirs)."""
+        workers, self.workers = self.workers, []
+        self.forget_state()
+        self._group.stop()
+        if self._group.owned:
+            # A worker stuck in C++ ignores the launcher's polite signals.
+            self._group.kill({w.engine_id: (w.host, w.pid) for w in workers
+                              if not is_this_host(w.host) or pid_alive(w.pid)})
+            for worker in workers:   # also of those a launcher's SIGKILL ended
+                if is_this_host(worker.host):
+                    remove_worker_tempdir(worker.pid)
+
+    def __enter__(self) -> TFCluster:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    def describe(self) -> str:
+        addresses = ", ".join(w.endpoint for w in self.workers)
+        private = "; private network" if self.in_private_network else ""
+        return (f"{self.size} workers ready ({addresses}{private}), TensorFlow "
+                f"{self.tf_version}, in {self.started_seconds:.1f} s")
+
+
+
+def _settings(settings: RunSettings | None, fields: dict) -> RunSettings:
+    if settings is not None and fields:
+        raise BadArgument(f"give either `settings` or its fields ({', '.join(fields)}), "
+                          "not both")
+    if settings is None:
+        try:
+            return RunSettings(**fields)
+        except TypeError as exc:  # a keyword RunSettings does not have
+            raise BadArgument(f"{exc}; the fields are those of RunSettings") from None
+    if not isinstance(settings, RunSettings):
+        raise BadArgument(f"Invalid value for argument `settings`. Received: "
+                          f"settings={settings!r}. Expected a RunSettings")
+    return settings
+
+
+def _check_diagnose_arguments(model, data, batch_size, steps) -> None:
+    for name, value in (("model", model), ("data", data)):
+        if value is not None and not (isinstance(value, str) and value.isidentifier()):
+            raise BadArgument(f"Invalid value for argument `{name}`. Received: {name}={value!r}. "
+                              "Expected the name of a variable on the workers")
+    for name, value in (("batch_size", batch_size), ("steps", steps)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise BadArgument(f"Invalid value for argument `{name}`. Received: {name}={value!r}. "
+                              "Expected an integer >= 1")
+
+
+def _check_settings(n, timeout, communication, gpus_per_worker) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise BadArgument(f"Invalid value for argument `n`. Received: n={n!r}. "
+                          "Expected a whole number of workers >= 1")
+    if timeout <= 0:
+        raise BadArgument(f"Invalid value for argument `timeout`. Received: "
+                          f"timeout={timeout!r}. Expected seconds > 0")
+    if communication not in COMMUNICATIONS:
+        raise BadArgument(f"Invalid value for argument `communication`. Received: "
+                          f"communication={communication!r}. Expected one of {COMMUNICATIONS}")
+    if gpus_per_worker < 0:
+        raise BadArgument(f"Invalid value for argument `gpus_per_worker`. Received: "
+                          f"gpus_per_worker={gpus_per_worker!r}. Expected >= 0")

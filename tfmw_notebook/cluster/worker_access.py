@@ -1,0 +1,97 @@
+"""What a TFCluster reads from and writes to its workers' namespaces.
+
+`WorkerAccess` is TFCluster's base: pushing and pulling variables, asking the chief,
+loading a checkpoint on every worker, and each worker's status row. It holds no
+state of its own; TFCluster sets the engine group, the workers and the timeout.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import NoClusterError
+from ..protocol.tfconfig import EngineReport, local_ranks
+from .cell_watch import dead_ranks
+from .engines import EngineGroup
+from .state_log import KeptState
+from .worker_calls import WorkerCalls
+
+
+class WorkerAccess:
+    _group: EngineGroup
+    workers: list[EngineReport]          # index = rank
+    timeout: float
+    kept: KeptState
+    _running: str | None                 # the first line of the cell running, if any
+
+    @property
+    def state_log(self):
+        return self.kept.log
+
+    @property
+    def calls(self) -> WorkerCalls:
+        """The door to the workers' code (worker_calls.py)."""
+        return WorkerCalls(self._group, self.timeout)
+
+    @property
+    def chief_id(self) -> int:
+        """The chief's (rank 0's) engine id; NoClusterError when there are no workers."""
+        self._require_workers()
+        return self.workers[0].engine_id
+
+    def push(self, namespace: dict[str, Any]) -> None:
+        """Send notebook variables to every worker."""
+        self._require_workers()
+        view = self._group.client[[w.engine_id for w in self.workers]]
+        view.push(namespace, block=False).get(timeout=self.timeout)
+        self.state_log.add_push(namespace)
+
+    def pull(self, names: list[str], rank: int = 0) -> dict[str, Any]:
+        """Copy variables from one worker (the chief by default)."""
+        self._require_workers()
+        values = self._group.client[self.workers[rank].engine_id].pull(
+            list(names), block=False).get(timeout=self.timeout)
+        return dict(zip(names, values))
+
+    def missing_on_chief(self, names: list[str]) -> list[str]:
+        return self.calls.missing_names(self.chief_id, names)
+
+    def missing_magics(self, names: list[str]) -> list[str]:
+        """Of '%name' / '%%name', the magics the workers' IPython lacks (asks the chief)."""
+        return self.calls.missing_magics(self.chief_id, names)
+
+    def tensorboard_dirs(self) -> list[str]:
+        """Where the chief's TensorBoard callbacks wrote logs (the only ones kept)."""
+        return self.calls.tensorboard_log_dirs(self.chief_id)
+
+    def restore_checkpoint(self, path: str, model_name: str = "model") -> list[str]:
+        """Load checkpoint `path` into the variable `model_name` on every worker.
+
+        Returns each worker's digest of the restored weights (equal when the
+        restore is bit-identical everywhere).
+        """
+        self._require_workers()
+        ids = [w.engine_id for w in self.workers]
+        self.calls.restore_checkpoint(ids, model_name, path)
+        return self.calls.weights_digests(ids, model_name)
+
+    def status(self) -> list[dict]:
+        """One row per rank: rank, host, local rank, address, pid, alive, running."""
+        if not self.workers:
+            return []
+        dead = set(dead_ranks(self._group, self.workers))
+        local = local_ranks(self.workers)
+        return [{"rank": rank, "engine": w.engine_id, "host": w.host, "local_rank": local[rank],
+                 "address": w.endpoint, "pid": w.pid, "alive": rank not in dead,
+                 "running": self._running}
+                for rank, w in enumerate(self.workers)]
+
+    def _require_workers(self) -> None:
+        if not self.workers:
+            raise NoClusterError("the cluster has no workers (stopped, or a restart failed): "
+                                 "run `%tfdist restart` or `%tfdist start`")
+        if not self._group.controller_answers():
+            host, port = self._group.controller_address()
+            raise NoClusterError(f"the ipyparallel controller at {host}:{port} does not answer: "
+                                 "start it and its engines again, then `%tfdist attach` (or "
+                                 "`%tfdist stop` and `%tfdist start`)")

@@ -1,0 +1,115 @@
+"""The only door from the notebook to the engines' worker code.
+
+Each worker function the notebook calls is named here once, as one typed method,
+and matched by one entry of worker/entry.py (a unit test resolves them all). Every
+call that waits on several engines waits on *all* replies under one deadline, so an
+error on any engine raises here.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..errors import ClusterSetupError, remote_summary
+from ..protocol.run_options import CellOptions, FitState
+from ..worker.entry import call
+from .engines import EngineGroup
+
+
+class WorkerCalls:
+    """Calls into the worker code of `group`'s engines; `timeout` bounds each wait."""
+
+    def __init__(self, group: EngineGroup, timeout: float):
+        self.group = group
+        self.timeout = timeout
+
+    def each(self, entry: str, ids: list[int], args_per_engine: list[tuple], *, what: str,
+             timeout: float | None = None) -> list:
+        """Call `entry` on each engine with its own args; all replies, or ClusterSetupError."""
+        timeout = self.timeout if timeout is None else timeout
+        client = self.group.client
+        futures = [client[eid].apply_async(call, entry, *args)
+                   for eid, args in zip(ids, args_per_engine)]
+        deadline = time.monotonic() + timeout
+        results = []
+        for engine_id, future in zip(ids, futures):
+            if not future.wait(max(0.0, deadline - time.monotonic())):
+                raise ClusterSetupError(f"engine {engine_id} did not finish the {what} within "
+                                        f"{timeout:g} s; raise the timeout or check that engine")
+            try:
+                results.append(future.get())
+            except Exception as exc:
+                raise ClusterSetupError(
+                    f"{what} failed on engine {engine_id}: {remote_summary(exc)}") from None
+        return results
+
+    def _same(self, entry: str, ids: list[int], *args: Any, what: str,
+              timeout: float | None = None) -> list:
+        return self.each(entry, ids, [args] * len(ids), what=what, timeout=timeout)
+
+    def _one(self, entry: str, engine_id: int, *args: Any) -> Any:
+        return self.each(entry, [engine_id], [args], what="lookup")[0]
+
+    # -- start-up ---------------------------------------------------------------
+
+    def describe_engines(self, ids: list[int], controller_host: str, interface: str | None,
+                         address_map: dict[str, str] | None) -> list[dict]:
+        return self._same("describe_engine", ids, controller_host, interface, address_map,
+                          what="handshake")
+
+    def bootstrap(self, ids: list[int], settings: list[dict]) -> list[dict]:
+        return self.each("bootstrap", ids, [(s,) for s in settings], what="bootstrap")
+
+    def tensorflow_version(self, engine_id: int) -> str:
+        return self._one("tensorflow_version", engine_id)
+
+    # -- cells --------------------------------------------------------------------
+
+    def submit_cell(self, engine_id: int, source: str, filename: str, want_display: bool,
+                    options: CellOptions, state: FitState):
+        """Start the cell on one engine; the AsyncResult is watched by cell_watch.py."""
+        return self.group.client[engine_id].apply_async(
+            call, "run_cell", source, filename, want_display, options, state)
+
+    def missing_names(self, engine_id: int, names: list[str]) -> list[str]:
+        return self._one("missing_names", engine_id, list(names))
+
+    def missing_magics(self, engine_id: int, names: list[str]) -> list[str]:
+        return self._one("missing_magics", engine_id, list(names))
+
+    def tensorboard_log_dirs(self, engine_id: int) -> list[str]:
+        return self._one("tensorboard_log_dirs", engine_id)
+
+    # -- checkpoints and recovery ---------------------------------------------------
+
+    def restore_checkpoint(self, ids: list[int], model_name: str, path: str) -> list[dict]:
+        return self._same("restore_checkpoint", ids, model_name, path, what="restore")
+
+    def weights_digests(self, ids: list[int], model_name: str) -> list[str]:
+        return self._same("weights_digest", ids, model_name, what="digest")
+
+    def collective_positions(self, ids: list[int], timeout: float) -> list[list[int]]:
+        return self._same("collective_position", ids, what="collective check",
+                          timeout=timeout)
+
+    def collective_probe(self, ids: list[int], seconds: float, timeout: float) -> list[float]:
+        return self._same("collective_probe", ids, seconds, what="test all-reduce",
+                          timeout=timeout)
+
+    # -- diagnose -------------------------------------------------------------------
+
+    def diagnose_problem(self, engine_id: int, model: str | None,
+                         data: str | None) -> str | None:
+        return self._one("diagnose_problem", engine_id, model, data)
+
+    def diagnose_results(self, ids: list[int]) -> list[dict]:
+        return self._same("diagnose_result", ids, what="lookup")
+
+
+def diagnose_cell(model: str | None, data: str | None, batch_size: int | None,
+                  steps: int) -> str:
+    """The cell that times a training step on every worker: it runs as a cell (in the
+    strategy's scope, watched like any cell) and calls the worker's entry."""
+    return (f"__import__('tfmw_notebook.worker.entry', fromlist=['call']).call("
+            f"'diagnose_measure', {model!r}, {data!r}, {batch_size!r}, {steps!r})")

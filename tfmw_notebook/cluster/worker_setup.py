@@ -1,0 +1,67 @@
+"""Turning engines into TensorFlow workers: the TF_CONFIG handshake, then the bootstrap.
+
+Each engine reports the address and free port it can be reached on; each then
+gets its rank's TF_CONFIG and builds the shared strategy. Every call waits on
+*all* replies under one deadline, so a set-up error on any engine raises here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import ClusterSetupError
+from ..protocol import tfconfig
+from ..protocol.tfconfig import EngineReport
+from .engines import EngineGroup
+from .worker_calls import WorkerCalls
+
+
+@dataclass(frozen=True)
+class Addressing:
+    """Which address each worker advertises to the others. Default: the address of
+    the interface that routes to the controller; `interface` names one instead
+    (the same name on every host), `address_map` gives host -> address."""
+
+    interface: str | None = None
+    address_map: dict[str, str] | None = None
+
+
+@dataclass
+class Workers:
+    """Ready workers, index = rank, and the TensorFlow version they run."""
+
+    reports: list[EngineReport]
+    tf_version: str
+
+
+def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: int,
+                 timeout: float, addressing: Addressing | None = None) -> Workers:
+    """Handshake with every engine of `group`, then bootstrap each as its rank."""
+    ids = group.ids
+    addressing = addressing or Addressing()
+    calls = WorkerCalls(group, timeout)
+    replies = calls.describe_engines(ids, group.controller_address()[0], addressing.interface,
+                                     addressing.address_map)
+    reports = [EngineReport(engine_id=eid, **reply) for eid, reply in zip(ids, replies)]
+    try:
+        reused = tfconfig.existing_workers(reports)
+    except ValueError as exc:
+        raise ClusterSetupError(str(exc)) from None
+    if reused is not None:  # engines that already are workers keep their strategy
+        return Workers(reused, calls.tensorflow_version(ids[0]))
+    try:
+        ranked = tfconfig.order_ranks(reports)
+        tfconfig.check_endpoints(ranked)
+        tfconfig.check_reachable(ranked)
+    except ValueError as exc:  # the engines' addresses cannot make a cluster
+        raise ClusterSetupError(str(exc)) from None
+    settings = [{
+        "rank": rank,
+        "world_size": len(ranked),
+        "env": tfconfig.worker_environment(ranked, rank, gpus_per_worker=gpus_per_worker),
+        "communication": communication,
+        "controller": list(group.controller_address_for_engines()),
+    } for rank in range(len(ranked))]
+    infos = calls.bootstrap([r.engine_id for r in ranked], settings)
+    return Workers(ranked, infos[0]["tf_version"])
+

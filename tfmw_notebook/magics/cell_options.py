@@ -1,0 +1,90 @@
+"""What a %%tfdist cell's Keras calls get, from the magic's flags and session settings.
+
+Pure: turns parsed arguments into the CellOptions the workers understand
+(run_options.py), and names the run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ..protocol import checkpoints
+from ..protocol.run_options import BackupPolicy, CellOptions, CheckpointPolicy
+
+
+def run_directory(checkpoint_dir: str | None, *, cwd: str, now: float | None = None) -> str:
+    """The run's directory: the one asked for, or a new one under ./tfdist_checkpoints/."""
+    if checkpoint_dir:
+        return os.path.abspath(os.path.join(cwd, os.path.expanduser(checkpoint_dir)))
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now if now is not None else time.time()))
+    base = os.path.join(cwd, checkpoints.DEFAULT_ROOT, f"run-{stamp}")
+    path, suffix = base, 1
+    while os.path.exists(path):  # two cells within one second
+        suffix += 1
+        path = f"{base}-{suffix}"
+    return path
+
+
+TENSORBOARD_ROOT = "tfdist_tensorboard"
+
+
+def tensorboard_directory(asked: str | None, run_dir: str | None, *, cwd: str) -> str | None:
+    """`--tensorboard [DIR]`: DIR, or ./tfdist_tensorboard/<the run's name> (None: off)."""
+    if asked is None:
+        return None
+    if asked:
+        return os.path.abspath(os.path.join(cwd, os.path.expanduser(asked)))
+    name = os.path.basename(run_dir) if run_dir else os.path.basename(
+        run_directory(None, cwd=cwd))
+    return os.path.join(cwd, TENSORBOARD_ROOT, name)
+
+
+def backup_frequency(text: str) -> str | int:
+    """`--backup-every`: "epoch" or a number of steps."""
+    if text == "epoch":
+        return "epoch"
+    try:
+        steps = int(text)
+    except ValueError:
+        raise ValueError(
+            f"--backup-every takes 'epoch' or a number of steps, got {text!r}") from None
+    if steps < 1:
+        raise ValueError(f"--backup-every takes 'epoch' or a number of steps >= 1, got {steps}")
+    return steps
+
+
+def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None,
+          cwd: str) -> tuple[CellOptions, str | None]:
+    """The cell's CellOptions, and the run directory.
+
+    `resume_next` is a checkpoint the picker chose for the next cell; an explicit
+    `--resume-from` wins over it.
+    """
+    resume = None
+    spec = args.resume_from or resume_next
+    if spec:
+        resume = checkpoints.resolve(spec, root=os.path.join(cwd, checkpoints.DEFAULT_ROOT)
+                                     ) if spec == "latest" else checkpoints.resolve(
+                                         os.path.join(cwd, spec))
+    saving = checkpointing and not args.no_checkpoint
+    if resume is not None and not args.checkpoint_dir:
+        run_dir = os.path.dirname(resume.path)  # continue the same run
+    elif saving or args.max_restarts:
+        run_dir = run_directory(args.checkpoint_dir, cwd=cwd)
+    else:
+        run_dir = None
+    checkpoint = backup = None
+    if saving and run_dir is not None:
+        checkpoint = CheckpointPolicy(run_dir=run_dir, every=args.checkpoint_every,
+                                      keep_last=args.keep_last, keep_best=args.keep_best,
+                                      monitor=args.monitor, mode=args.monitor_mode)
+    if args.max_restarts and run_dir is not None:
+        backup = BackupPolicy(directory=os.path.join(run_dir, "backup"),
+                              save_freq=args.backup_every)
+    options = CellOptions(report=dashboard and not args.no_dashboard,
+                          quiet_progress=not args.raw_progress, checkpoint=checkpoint,
+                          backup=backup,
+                          resume_from=resume.path if resume is not None else None,
+                          tensorboard=tensorboard_directory(args.tensorboard, run_dir, cwd=cwd))
+    return options, run_dir

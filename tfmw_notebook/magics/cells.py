@@ -1,0 +1,135 @@
+"""`%%tfdist`: run the cell on every worker, with the live dashboard and --push/--out."""
+
+from __future__ import annotations
+
+import os
+
+from IPython.core.error import UsageError
+
+from ..cluster.cell_syntax import CellSource, checked_source, magics_called
+from ..cluster.run_settings import RunSettings
+from ..cluster.tfcluster import RemoteValue, TFCluster
+from ..errors import TFDistError, WorkerFailed, remote_summary
+from ..protocol.run_options import StallLimits
+from . import cell_options
+from .base import CommandBase
+from .hints import missing_name_hint, private_network_hint, unshared_hosts_hint
+
+
+class CellCommand(CommandBase):
+
+    def _cell(self, args, cell: str):
+        if not cell.strip():
+            raise UsageError("the %%tfdist cell is empty: write the code to run on every "
+                             "worker below the %%tfdist line")
+        cluster = self._require_cluster()
+        source = self._guarded(lambda: checked_source(cell))
+        self._check_magics(cluster, source.python)
+        pushed = self._collect_push(args.push)
+        if pushed:
+            self._guarded(lambda: cluster.push(pushed))
+        options, run_dir = self._cell_options(args)
+        live = None
+        if options.report:
+            from ..widgets.live import LiveRun
+
+            live = LiveRun(widgets=getattr(self.shell, "kernel", None) is not None)
+        settings = RunSettings(
+            timeout=args.timeout, all_output=args.all_output, options=options,
+            max_restarts=args.max_restarts, restore=False if args.no_restore else None,
+            stall=StallLimits(args.stall_warning, args.stall_timeout),
+            on_data=live.on_data if live is not None else None,
+            on_stall=live.on_stall if live is not None else None)
+        result = self._run_watched(cluster, source, settings, live, run_dir)
+        if args.out:
+            self._copy_out(cluster, args.out)
+        return RemoteValue(result.display) if result.display is not None else None
+
+    def _cell_options(self, args):
+        session, preferences = self.session, self.session.preferences
+        try:
+            options, run_dir = cell_options.build(
+                args, dashboard=preferences.dashboard, checkpointing=preferences.checkpointing,
+                resume_next=session.resume_next, cwd=os.getcwd())
+        except ValueError as exc:  # no checkpoint to resume from, a bad option value
+            raise UsageError(str(exc)) from None
+        if options.tensorboard and options.tensorboard not in session.tensorboard_dirs:
+            session.tensorboard_dirs.append(options.tensorboard)
+        return options, run_dir
+
+    def _run_watched(self, cluster: TFCluster, cell: CellSource, settings: RunSettings, live,
+                     run_dir: str | None):
+        session = self.session
+        try:
+            result = self._guarded(lambda: cluster.run(cell, settings))
+            session.resume_next = None
+            return result
+        except WorkerFailed as failure:
+            hint = (missing_name_hint(failure.error_name, failure.error_value, self.shell.user_ns)
+                    or unshared_hosts_hint(failure.error_name, failure.error_value,
+                                           [w.host for w in cluster.workers])
+                    or private_network_hint(failure.error_value, cluster.in_private_network))
+            if hint:
+                failure.add_hint(hint)
+            raise
+        finally:
+            if run_dir and os.path.isdir(run_dir):
+                session.last_run = run_dir
+            if live is not None:
+                live.finish()
+                if live.store.ranks:
+                    session.history = live.store
+
+    def _check_magics(self, cluster: TFCluster, source: str) -> None:
+        called = magics_called(source)
+        if not called:
+            return
+        missing = self._guarded(lambda: cluster.missing_magics(called))
+        if missing:
+            names = ", ".join(f"`{name}`" for name in missing)
+            raise UsageError(f"{names} {'is' if len(missing) == 1 else 'are'} a magic of this "
+                             "notebook, not of the workers: run it in a cell without %%tfdist; "
+                             "nothing was sent to the workers")
+
+    def _collect_push(self, names: list[str]) -> dict:
+        from ipyparallel.serialize import serialize_object
+
+        namespace = self.shell.user_ns
+        values = {}
+        for name in names:
+            if name not in namespace:
+                raise UsageError(f"--push {name}: the notebook has no variable named {name!r}; "
+                                 "define it first or check the spelling")
+            try:
+                serialize_object(namespace[name])
+            except Exception as exc:
+                raise UsageError(
+                    f"--push {name}: it cannot be sent to the workers "
+                    f"({type(exc).__name__}: {exc}); push the data it is made from instead"
+                ) from None
+            values[name] = namespace[name]
+        return values
+
+    def _copy_out(self, cluster: TFCluster, names: list[str]) -> None:
+        missing = self._guarded(lambda: cluster.missing_on_chief(names))
+        if missing:
+            raise UsageError(
+                f"--out {' '.join(missing)}: the chief has no variable named "
+                f"{missing[0]!r} after the cell ran; assign it in the cell or drop --out")
+        try:
+            values = cluster.pull(names)
+        except Exception as exc:
+            summary = remote_summary(exc)
+            if not _is_serialization_error(exc):
+                raise TFDistError(f"--out {' '.join(names)}: could not copy it from the "
+                                  f"chief: {summary}") from None
+            raise UsageError(
+                f"--out {' '.join(names)}: it cannot be sent from the chief ({summary}); "
+                "copy plain data (numbers, arrays, weights) instead") from None
+        self.shell.user_ns.update(values)
+
+
+def _is_serialization_error(exc: BaseException) -> bool:
+    name = getattr(exc, "ename", "") or type(exc).__name__
+    text = str(getattr(exc, "evalue", "") or exc).lower()
+    return name in ("PicklingError", "TypeError", "AttributeError") or "pickl" in text

@@ -1,0 +1,74 @@
+"""`%tfdist start | attach | status | restart | stop`: the cluster's life."""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+
+from ..cluster.tfcluster import TFCluster
+from .base import CommandBase
+
+
+class LifecycleCommands(CommandBase):
+
+    def _start(self, args) -> None:
+        self._refuse_second_cluster()
+        cluster = self._guarded(lambda: TFCluster.start(
+            args.workers, timeout=args.timeout, communication=args.communication,
+            gpus_per_worker=args.gpus_per_worker, isolate=not args.no_isolation))
+        self._adopt(cluster)
+
+    def _attach(self, args) -> None:
+        if args.url_file and (args.profile or args.cluster_id):
+            raise UsageError("give either --url-file or --profile/--cluster-id, not both")
+        old = self.session.cluster
+        if old is not None and (not old.size or not old.controller_answers()):
+            # Its workers or its controller are gone (after a failure): attach anew.
+            old.stop()
+            self.session.cluster = None
+        self._refuse_second_cluster()
+        cluster = self._guarded(lambda: TFCluster.attach(
+            profile=args.profile, cluster_id=args.cluster_id, url_file=args.url_file,
+            n=args.workers, timeout=args.timeout, communication=args.communication,
+            gpus_per_worker=args.gpus_per_worker, interface=args.interface,
+            address_map=args.address_map))
+        self._adopt(cluster)
+
+    def _adopt(self, cluster: TFCluster) -> None:
+        cluster.restore_state = self.session.preferences.restore
+        self.session.cluster = cluster
+        print(cluster.describe())
+
+    def _status(self, args) -> None:
+        cluster = self._require_cluster()
+        rows = cluster.status()
+        if not rows:
+            print("no workers (a restart failed?): run `%tfdist restart`")
+            return
+        print(f"{'rank':>4}  {'host':<16} {'local':>5}  {'address':<22} {'pid':>7}  "
+              f"{'alive':<5}  running")
+        for row in rows:
+            print(f"{row['rank']:>4}  {row['host']:<16} {row['local_rank']:>5}  "
+                  f"{row['address']:<22} {row['pid']:>7}  {'yes' if row['alive'] else 'NO':<5}  "
+                  f"{row['running'] or '-'}")
+
+    def _restart(self, args) -> None:
+        cluster = self._require_cluster()
+        self._guarded(cluster.restart)
+        print(f"restarted: {cluster.size} fresh workers in {cluster.last_restart_seconds:.1f} s "
+              "(their variables were reset)")
+
+    def _stop(self, args) -> None:
+        cluster = self._require_cluster()
+        size, owned = cluster.size, cluster.owned
+        self.session.stop_cluster()
+        if owned:
+            print(f"stopped {size} workers")
+        else:
+            print(f"let go of {size} workers; the attached cluster keeps running (stop it "
+                  "where it was started, e.g. `ipcluster stop`)")
+
+    def _refuse_second_cluster(self) -> None:
+        cluster = self.session.cluster
+        if cluster is not None:
+            raise UsageError(f"a cluster of {cluster.size} workers is already running: "
+                             "`%tfdist stop` it first, or `%tfdist restart` for fresh workers")

@@ -1,0 +1,228 @@
+"""The `%tfdist` and `%%tfdist` argument parsers, and the help made from them.
+
+Every flag is declared here once; misuse raises UsageError, which IPython shows as
+one line with the right usage and no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import MagicArgumentParser
+
+from ..cluster.limits import DEFAULT_TIMEOUT
+from ..cluster.tfcluster import COMMUNICATIONS
+from ..protocol.tfconfig import parse_address_map
+from ..widgets import tensorboard_view
+from . import cell_options
+
+
+def _number(convert: Callable[[str], Any], name: str, wanted: str,
+            acceptable: Callable[[Any], bool]) -> Callable[[str], Any]:
+    """An argparse type: `convert` the text, then check it; errors say what was expected."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {name}, got {text!r}") from None
+        if not acceptable(value):
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {value:g}")
+        return value
+    return parse
+
+
+count = _number(int, "a whole number", "a whole number >= 1", lambda value: value >= 1)
+non_negative = _number(int, "a whole number", "0 or more", lambda value: value >= 0)
+seconds = _number(float, "seconds", "seconds > 0", lambda value: value > 0)
+
+
+class Parser(MagicArgumentParser):
+    """Argument errors as one line that also shows the right usage."""
+
+    def error(self, message):
+        # IPython's usage starts with "::" (for its docs) and wraps over lines.
+        usage = " ".join(self.format_usage().replace("::", "", 1).split())
+        raise UsageError(f"{message} (usage: {usage})")
+
+
+def _backup_frequency(text: str):
+    try:
+        return cell_options.backup_frequency(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _address_map(text: str) -> dict[str, str]:
+    try:
+        return parse_address_map(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_worker_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT, metavar="S",
+                        help="seconds to wait for engines and TensorFlow to come up "
+                             f"(default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--communication", choices=COMMUNICATIONS, default="auto",
+                        help="collective implementation for MultiWorkerMirroredStrategy")
+    parser.add_argument("--gpus-per-worker", type=non_negative, default=0, metavar="K",
+                        help="GPUs each worker sees; 0 (default) hides every GPU")
+
+
+def _line_parser() -> Parser:
+    parser = Parser(prog="tfdist", description=(
+        "Multi-worker TensorFlow on ipyparallel engines. As a cell magic (%%tfdist) it runs "
+        "the cell on every worker inside the shared MultiWorkerMirroredStrategy's scope."))
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    start = commands.add_parser("start", help="start N local engines, one worker each")
+    start.add_argument("-n", "--workers", type=count, default=2, metavar="N",
+                       help="number of workers (default 2)")
+    _add_worker_options(start)
+    start.add_argument("--no-isolation", action="store_true",
+                       help="run the workers on this machine's network: their TensorFlow "
+                            "ports (no authentication) are then open to other machines")
+    _add_attach_command(commands)
+    commands.add_parser("status", help="one line per worker: rank, host, pid, alive")
+    commands.add_parser("history", help="the last training cell's metrics (per worker, merged)")
+    _add_switches(commands)
+    picker = commands.add_parser("checkpoints", help="pick a checkpoint: compare, restore on "
+                                 "the workers, resume from, load here, delete")
+    picker.add_argument("directory", nargs="?", default=None,
+                        help="a run directory (default: the last run of this session, "
+                             "else the newest under ./tfdist_checkpoints)")
+    _add_insight_commands(commands)
+    commands.add_parser("restart", help="fresh engine processes, same size; variables are reset "
+                        "(nothing is replayed)")
+    commands.add_parser("stop", help="end every process the cluster started")
+    return parser
+
+
+def _add_switches(commands) -> None:
+    """dashboard, checkpointing, restore: on|off for the following cells."""
+    dashboard = commands.add_parser("dashboard", help="turn the live dashboard on or off")
+    dashboard.add_argument("state", choices=("on", "off"))
+    saving = commands.add_parser("checkpointing", help="turn automatic checkpoints on or off")
+    saving.add_argument("state", choices=("on", "off"))
+    restore = commands.add_parser("restore", help="after a restart the workers need, replay "
+                                  "the earlier cells to give back their state (default on)")
+    restore.add_argument("state", choices=("on", "off"))
+
+
+def _add_attach_command(commands) -> None:
+    attach = commands.add_parser("attach", help="use a running ipyparallel cluster")
+    attach.add_argument("--profile", help="ipyparallel profile (default: 'default')")
+    attach.add_argument("--cluster-id", help="cluster id given to `ipcluster start`")
+    attach.add_argument("--url-file", metavar="F", help="the controller's ipcontroller-client.json")
+    attach.add_argument("--interface", metavar="NAME", default=None,
+                        help="network interface whose address each worker advertises "
+                             "(default: the one that reaches the controller)")
+    attach.add_argument("--address-map", type=_address_map, default=None,
+                        metavar="HOST=ADDR,...", help="the address each host's workers advertise")
+    attach.add_argument("-n", "--workers", type=count, default=None, metavar="N",
+                        help="wait for N engines (default: use those registered)")
+    _add_worker_options(attach)
+
+
+def _add_insight_commands(commands) -> None:
+    """tensorboard and diagnose: looking into the training, not running it."""
+    board = commands.add_parser("tensorboard", help="show the TensorBoard logs of this "
+                                "session's fits inline (the server stops with the cluster)")
+    board.add_argument("directory", nargs="?", default=None,
+                       help="a log directory (default: where this session's TensorBoard "
+                            "callbacks wrote)")
+    board.add_argument("--height", type=count, default=tensorboard_view.DEFAULT_HEIGHT,
+                       metavar="PX", help="height of the view in pixels")
+    diagnose = commands.add_parser("diagnose", help="where a training step's time goes: "
+                                   "input, compute, all-reduce, per worker, and a verdict")
+    diagnose.add_argument("--model", metavar="NAME", default=None,
+                          help="a compiled model on the workers (default: the last fit's)")
+    diagnose.add_argument("--data", metavar="NAME", default=None,
+                          help="a tf.data pipeline, or (x, y) arrays, on the workers "
+                               "(default: the last fit's)")
+    diagnose.add_argument("--batch-size", type=count, default=None, metavar="B",
+                          help="global batch size for arrays (default: the last fit's, or 32)")
+    diagnose.add_argument("--steps", type=count, default=20, metavar="K",
+                          help="steps each part is timed over (default 20)")
+
+
+def _cell_parser() -> Parser:
+    parser = Parser(prog="%tfdist", description=(
+        "Run the cell on every worker inside the shared strategy's scope."))
+    parser.add_argument("--timeout", type=seconds, default=None, metavar="S",
+                        help="stop every worker (and restart them) if the cell runs longer")
+    parser.add_argument("--out", nargs="+", action="extend", default=[], metavar="NAME",
+                        help="copy NAME from the chief into the notebook afterwards")
+    parser.add_argument("--push", nargs="+", action="extend", default=[], metavar="NAME",
+                        help="send notebook variable NAME to every worker first")
+    parser.add_argument("--stall-warning", type=seconds, default=60.0, metavar="S",
+                        help="name a worker stuck in its own code for S s while the others "
+                             "wait (default 60)")
+    parser.add_argument("--stall-timeout", type=seconds, default=None, metavar="S",
+                        help="stop the cell (like --timeout) when a worker is stuck that long")
+    parser.add_argument("--all-output", action="store_true",
+                        help="show every worker's stdout (default: the chief's only)")
+    parser.add_argument("--no-dashboard", action="store_true",
+                        help="no live curves for this cell; Keras prints its own progress")
+    parser.add_argument("--raw-progress", action="store_true",
+                        help="keep Keras' own progress bars next to the dashboard")
+    parser.add_argument("--tensorboard", nargs="?", const="", default=None, metavar="DIR",
+                        help="TensorBoard logs for this cell's fit() calls (the chief's), in "
+                             "DIR (default ./tfdist_tensorboard/run-<time>); see "
+                             "`%%tfdist tensorboard`")
+    parser.add_argument("--no-restore", action="store_true",
+                        help="if this cell needs the workers restarted, leave them fresh "
+                             "(do not replay the earlier cells)")
+    _add_saving_options(parser.add_argument_group("checkpoints and fault tolerance"))
+    return parser
+
+
+def _add_saving_options(saving) -> None:
+    saving.add_argument("--checkpoint-dir", metavar="DIR", default=None,
+                        help="this run's directory (default: ./tfdist_checkpoints/run-<time>)")
+    saving.add_argument("--no-checkpoint", action="store_true",
+                        help="no checkpoints for this cell's fit() calls")
+    saving.add_argument("--checkpoint-every", type=count, default=1, metavar="E",
+                        help="save every E epochs (default 1)")
+    saving.add_argument("--keep-last", type=count, default=None, metavar="N",
+                        help="keep only the N newest checkpoints (with --keep-best: both sets)")
+    saving.add_argument("--keep-best", type=count, default=None, metavar="N",
+                        help="keep the N best checkpoints by --monitor")
+    saving.add_argument("--monitor", default="val_loss", metavar="METRIC",
+                        help="metric for --keep-best (default val_loss, else loss)")
+    saving.add_argument("--monitor-mode", choices=("min", "max"), default="min",
+                        help="whether smaller or larger --monitor is better (default min)")
+    saving.add_argument("--max-restarts", type=non_negative, default=0, metavar="K",
+                        help="if a worker dies (or a collective fails), restart the workers, "
+                             "replay earlier cells and resume from the automatic backup, "
+                             "up to K times")
+    saving.add_argument("--backup-every", type=_backup_frequency, default="epoch",
+                        metavar="epoch|STEPS",
+                        help="how often the automatic backup is written (with --max-restarts)")
+    saving.add_argument("--resume-from", metavar="latest|PATH", default=None,
+                        help="restore this checkpoint before the first fit() and continue "
+                             "from its epoch")
+
+
+LINE_PARSER = _line_parser()
+CELL_PARSER = _cell_parser()
+
+
+def subcommands() -> argparse._SubParsersAction:
+    return next(action for action in LINE_PARSER._actions
+                if isinstance(action, argparse._SubParsersAction))
+
+
+def command_list() -> str:
+    names = list(subcommands().choices)
+    return ", ".join(names[:-1]) + f" or {names[-1]}"
+
+
+def help_text() -> str:
+    """Help for `%tfdist?`, made from the parsers so it cannot fall out of date."""
+    parts = [LINE_PARSER.format_help()]
+    parts += [sub.format_help() for sub in subcommands().choices.values()]
+    parts.append(CELL_PARSER.format_help())
+    return "\n".join(parts)

@@ -1,0 +1,42 @@
+"""The `%tfdist` / `%%tfdist` magics: a thin layer over TFCluster.
+
+Parsing only (parsers.py), then one call into the cluster layer, by command group:
+lifecycle.py, cells.py, checkpoint_commands.py, views.py. No TensorFlow here, so
+`%load_ext tfmw_notebook` stays fast.
+"""
+
+from __future__ import annotations
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.utils.process import arg_split
+
+from .cells import CellCommand
+from .checkpoint_commands import CheckpointCommands
+from .lifecycle import LifecycleCommands
+from .parsers import CELL_PARSER, LINE_PARSER, command_list, help_text
+from .session import NotebookSession
+from .views import ViewCommands
+
+__all__ = ["TFDistMagics", "LINE_PARSER", "CELL_PARSER"]
+
+
+@magics_class
+class TFDistMagics(Magics, LifecycleCommands, CellCommand, CheckpointCommands, ViewCommands):
+    """%tfdist / %%tfdist; `session` holds this kernel's cluster, last run and preferences."""
+
+    def __init__(self, shell=None, **kwargs):
+        super().__init__(shell, **kwargs)
+        self.session = NotebookSession()
+
+    @line_cell_magic
+    def tfdist(self, line: str, cell: str | None = None):
+        if cell is None:
+            args = LINE_PARSER.parse_args(arg_split(line))
+            if args.command is None:
+                raise UsageError(f"%tfdist needs a command: {command_list()} (see %tfdist?)")
+            return getattr(self, f"_{args.command}")(args)
+        return self._cell(CELL_PARSER.parse_args(arg_split(line)), cell)
+
+
+TFDistMagics.tfdist.__doc__ = help_text()

@@ -1,0 +1,45 @@
+"""The Keras callback that writes the automatic checkpoints (checkpointing.py saves them).
+
+Imports TensorFlow: loaded through keras_callbacks.py only.
+"""
+
+from __future__ import annotations
+
+import time
+
+import tensorflow as tf
+
+from ..protocol import checkpoints
+from ..protocol.events import metric_values
+from ..protocol.run_options import CheckpointPolicy
+from .checkpointing import check_shared, save
+
+
+class CheckpointSaver(tf.keras.callbacks.Callback):
+    """Saves every `policy.every` epochs into `policy.run_dir`, then prunes."""
+
+    def __init__(self, *, policy: CheckpointPolicy, rank: int, is_chief: bool,
+                 world_size: int):
+        super().__init__()
+        self.policy, self.rank, self.is_chief = policy, rank, is_chief
+        self.world_size = world_size
+        self._started = time.monotonic()
+        self.last_saved_epoch: int | None = None  # epochs done at the last save
+
+    def on_train_begin(self, logs=None):
+        self._started = time.monotonic()
+        run_dir = self.policy.run_dir
+        if self.is_chief:
+            checkpoints.ensure_run(run_dir, self.world_size, tf.__version__)
+            checkpoints.clean_temp(run_dir)  # debris of a save cut short earlier
+        check_shared(run_dir, rank=self.rank, world_size=self.world_size)
+
+    def on_epoch_end(self, epoch, logs=None):
+        done = epoch + 1
+        if done % self.policy.every:
+            return
+        metrics = metric_values(logs)
+        save(self.model, run_dir=self.policy.run_dir, epoch=done, rank=self.rank,
+             is_chief=self.is_chief, metrics=metrics,
+             wall_time=time.monotonic() - self._started, policy=self.policy)
+        self.last_saved_epoch = done
