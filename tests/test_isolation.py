@@ -219,7 +219,7 @@ def test_a_user_who_is_not_root_gets_the_private_network_in_a_user_namespace():
     code = tempfile.mkdtemp(prefix="tfmw-test-unprivileged-")   # where that user can read
     os.chmod(code, 0o755)
     for name in ("private_network.py", "network_keeper.py"):
-        shutil.copy(os.path.join(package, name), code)
+        shutil.copy(os.path.join(package, "cluster", name), code)
     driver = subprocess.Popen(
         ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python, "-c",
          UNPRIVILEGED_DRIVER, str(code), LISTENER],
