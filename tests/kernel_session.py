@@ -114,13 +114,14 @@ def kernel_with_extension(cwd: str):
 
 
 @contextmanager
-def kernel_with_cluster(cwd: str, workers: int = 2):
-    """A kernel in `cwd` (fit() saves checkpoints there) with a started cluster;
-    stopped and shut down afterwards."""
+def kernel_with_cluster(cwd: str, workers: int = 2, flags: str = ""):
+    """A kernel in `cwd` (fit() saves checkpoints there) with a started cluster
+    (`flags`: more options of `%tfdist start`); stopped and shut down afterwards."""
     session = KernelSession(cwd=cwd)
     try:
         session.ok("%load_ext tfmw_notebook", timeout=60)
-        session.ok(f"%tfdist start -n {workers}", timeout=180)
+        session.start_line = session.ok(f"%tfdist start -n {workers} {flags}",
+                                        timeout=180).stdout
         yield session
         session.execute("%tfdist stop", timeout=60)
     finally:

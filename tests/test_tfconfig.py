@@ -52,7 +52,7 @@ def test_gpus_hidden_unless_asked_and_split_per_local_rank():
 
 def test_worker_environment_is_complete_before_tensorflow_loads():
     ranked = tfconfig.order_ranks([report(0), report(1), report(2, host="b")])
-    env = tfconfig.worker_environment(ranked, 2, gpus_per_worker=1)
+    env = tfconfig.worker_environment(ranked, 2, gpus_per_worker=1, keras=2)
     assert json.loads(env["TF_CONFIG"])["task"]["index"] == 2
     assert env["TF_USE_LEGACY_KERAS"] == "1"
     assert env["CUDA_VISIBLE_DEVICES"] == "0"  # first worker on host b
@@ -74,8 +74,17 @@ def test_engines_that_already_are_workers_are_reused_in_their_own_order():
         tfconfig.existing_workers([EngineReport(7, "h", "x", 9, 70, config(1)), report(1)])
 
 
+def test_the_keras_choice_is_in_the_environment_tensorflow_reads_at_import():
+    ranked = tfconfig.order_ranks([report(0), report(1)])
+    assert tfconfig.worker_environment(ranked, 0, keras=3)["TF_USE_LEGACY_KERAS"] == "0"
+    assert tfconfig.worker_environment(ranked, 0, keras=2)["TF_USE_LEGACY_KERAS"] == "1"
+    assert tfconfig.launch_environment(0, keras=3)["TF_USE_LEGACY_KERAS"] == "0"
+    with pytest.raises(ValueError, match="Expected one of"):
+        tfconfig.keras_environment(1)
+
+
 def test_launch_environment_allows_an_early_import_only_without_per_rank_gpus():
-    env = tfconfig.launch_environment(0)
+    env = tfconfig.launch_environment(0, keras=2)
     assert env == {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
                    "CUDA_VISIBLE_DEVICES": "-1"}
     assert "TF_CONFIG" not in env  # not known before the handshake, not needed at import

@@ -77,7 +77,7 @@ class CellWatch:
         began = time.perf_counter()
         futures = [self.calls.submit_cell(w.engine_id, source, filename,
                                           settings.want_display and rank == 0,
-                                          settings.options, state)
+                                          settings.options, state, settings.scope)
                    for rank, w in enumerate(self.workers)]
         timeout = settings.timeout
         self._watch(futures, None if timeout is None else time.monotonic() + timeout, timeout)

@@ -19,10 +19,11 @@ class RunSettings:
     expression value; `max_restarts`: retries after a dead worker or a retryable
     error; `restore`: give state back after a restart (None: the cluster's
     setting); `stall`: when a worker stuck in its own code is named or stopped;
-    `record`: replay this cell after a restart; `stdout`/`stderr`: where the
-    workers' output goes (default: this process's); `on_data(rank, data)`: each
-    rank's published data as it arrives; `on_stall(rank, seconds, where)`: a
-    worker stuck in its own code."""
+    `record`: replay this cell after a restart; `scope`: run the cell inside the
+    shared strategy's scope (False: outside, for inference on a loaded SavedModel);
+    `stdout`/`stderr`: where the workers' output goes (default: this process's);
+    `on_data(rank, data)`: each rank's published data as it arrives;
+    `on_stall(rank, seconds, where)`: a worker stuck in its own code."""
 
     options: CellOptions = field(default_factory=CellOptions)
     timeout: float | None = None
@@ -32,6 +33,7 @@ class RunSettings:
     restore: bool | None = None
     stall: StallLimits = field(default_factory=StallLimits)
     record: bool = True
+    scope: bool = True
     stdout: TextIO | None = None
     stderr: TextIO | None = None
     on_data: Callable[[int, dict], None] | None = None

@@ -14,7 +14,7 @@ import time
 from ..errors import BadArgument, WorkerFailed
 from ..protocol.run_options import FitState
 from ..protocol.tempdirs import remove_worker_tempdir
-from ..protocol.tfconfig import EngineReport, launch_environment
+from ..protocol.tfconfig import KERAS_VERSIONS, EngineReport, launch_environment
 from .cell_syntax import CellSource, checked_source
 from .cell_watch import CellWatch, RunResult
 from .diagnosis import Diagnosis, WorkerTimings
@@ -29,6 +29,7 @@ from .worker_calls import diagnose_cell
 from .worker_setup import Addressing, make_workers
 
 COMMUNICATIONS = ("auto", "ring", "nccl")
+DEFAULT_KERAS = 2   # see README, "Which Keras"
 DEFAULT_STEPS = 20   # steps each part of `diagnose` is timed over
 # After one rank raised, how long the others get to finish before they are taken
 # to be blocked in a collective (then the group is restarted).
@@ -64,9 +65,11 @@ class TFCluster(WorkerAccess):
 
     def __init__(self, group: EngineGroup, *, communication: str = "auto",
                  gpus_per_worker: int = 0, timeout: float = DEFAULT_TIMEOUT,
-                 addressing: Addressing | None = None):
+                 addressing: Addressing | None = None, keras: int = DEFAULT_KERAS):
         self._group = group
         self.addressing = addressing or Addressing()
+        self.keras = keras
+        self.keras_version = ""   # what the workers run: "Keras 3.15.1", "tf-keras 2.21.0"
         self.communication = communication
         self.gpus_per_worker = gpus_per_worker
         self.timeout = timeout
@@ -111,39 +114,43 @@ class TFCluster(WorkerAccess):
     @classmethod
     def start(cls, n: int = 2, *, timeout: float = DEFAULT_TIMEOUT, communication: str = "auto",
               gpus_per_worker: int = 0, profile_dir: str | None = None,
-              isolate: bool = True) -> TFCluster:
+              isolate: bool = True, keras: int = DEFAULT_KERAS) -> TFCluster:
         """Start `n` local engines and make each a worker.
 
         With `isolate` (the default) the workers run in a private network: their
         TensorFlow ports cannot be reached from other machines (private_network.py).
+        `keras`: 3 (`tf.keras` and `import keras` are Keras 3, as TensorFlow ships
+        them) or 2 (`tf.keras` is the tf-keras package).
         """
-        _check_settings(n, timeout, communication, gpus_per_worker)
+        _check_settings(n, timeout, communication, gpus_per_worker, keras)
         began = time.perf_counter()
         group = EngineGroup.start(n, timeout=timeout, profile_dir=profile_dir,
-                                  environment=launch_environment(gpus_per_worker),
+                                  environment=launch_environment(gpus_per_worker, keras),
                                   network=network_for_workers(isolate))
         return cls._bootstrapped(group, began, communication=communication,
-                                 gpus_per_worker=gpus_per_worker, timeout=timeout)
+                                 gpus_per_worker=gpus_per_worker, timeout=timeout, keras=keras)
 
     @classmethod
     def attach(cls, *, profile: str | None = None, cluster_id: str | None = None,
                url_file: str | None = None, n: int | None = None,
                timeout: float = DEFAULT_TIMEOUT, communication: str = "auto",
                gpus_per_worker: int = 0, interface: str | None = None,
-               address_map: dict[str, str] | None = None) -> TFCluster:
+               address_map: dict[str, str] | None = None,
+               keras: int = DEFAULT_KERAS) -> TFCluster:
         """Use the engines of an ipyparallel cluster that is already running.
 
         Each worker advertises the address of its interface that reaches the
         controller, unless `interface` (a name, the same on every host) or
         `address_map` ({hostname: address}) says otherwise.
         """
-        _check_settings(n if n is not None else 1, timeout, communication, gpus_per_worker)
+        _check_settings(n if n is not None else 1, timeout, communication, gpus_per_worker,
+                        keras)
         began = time.perf_counter()
         group = EngineGroup.attach(profile=profile, cluster_id=cluster_id,
                                    url_file=url_file, n=n, timeout=timeout)
         return cls._bootstrapped(group, began, communication=communication,
                                  gpus_per_worker=gpus_per_worker, timeout=timeout,
-                                 addressing=Addressing(interface, address_map))
+                                 addressing=Addressing(interface, address_map), keras=keras)
 
     @classmethod
     def _bootstrapped(cls, group, began, **settings):
@@ -160,8 +167,9 @@ class TFCluster(WorkerAccess):
     def _make_workers(self) -> None:
         made = make_workers(self._group, communication=self.communication,
                             gpus_per_worker=self.gpus_per_worker, timeout=self.timeout,
-                            addressing=self.addressing)
-        self.workers, self.tf_version = made.reports, made.tf_version
+                            addressing=self.addressing, keras=self.keras)
+        self.workers, self.tf_version, self.keras_version = (made.reports, made.tf_version,
+                                                             made.keras)
 
     # -- running cells --------------------------------------------------------
 
@@ -288,7 +296,7 @@ class TFCluster(WorkerAccess):
         addresses = ", ".join(w.endpoint for w in self.workers)
         private = "; private network" if self.in_private_network else ""
         return (f"{self.size} workers ready ({addresses}{private}), TensorFlow "
-                f"{self.tf_version}, in {self.started_seconds:.1f} s")
+                f"{self.tf_version}, {self.keras_version}, in {self.started_seconds:.1f} s")
 
 
 
@@ -319,7 +327,7 @@ def _check_diagnose_arguments(model, data, batch_size, steps) -> None:
                               "Expected an integer >= 1")
 
 
-def _check_settings(n, timeout, communication, gpus_per_worker) -> None:
+def _check_settings(n, timeout, communication, gpus_per_worker, keras) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise BadArgument(f"Invalid value for argument `n`. Received: n={n!r}. "
                           "Expected a whole number of workers >= 1")
@@ -332,3 +340,6 @@ def _check_settings(n, timeout, communication, gpus_per_worker) -> None:
     if gpus_per_worker < 0:
         raise BadArgument(f"Invalid value for argument `gpus_per_worker`. Received: "
                           f"gpus_per_worker={gpus_per_worker!r}. Expected >= 0")
+    if keras not in KERAS_VERSIONS:
+        raise BadArgument(f"Invalid value for argument `keras`. Received: keras={keras!r}. "
+                          f"Expected one of {KERAS_VERSIONS}")

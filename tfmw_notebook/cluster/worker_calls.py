@@ -61,16 +61,17 @@ class WorkerCalls:
     def bootstrap(self, ids: list[int], settings: list[dict]) -> list[dict]:
         return self.each("bootstrap", ids, [(s,) for s in settings], what="bootstrap")
 
-    def tensorflow_version(self, engine_id: int) -> str:
-        return self._one("tensorflow_version", engine_id)
+    def versions(self, engine_id: int) -> dict[str, str]:
+        """{"tf_version": ..., "keras": ...} of a worker that is already bootstrapped."""
+        return self._one("versions", engine_id)
 
     # -- cells --------------------------------------------------------------------
 
     def submit_cell(self, engine_id: int, source: str, filename: str, want_display: bool,
-                    options: CellOptions, state: FitState):
+                    options: CellOptions, state: FitState, scope: bool = True):
         """Start the cell on one engine; the AsyncResult is watched by cell_watch.py."""
         return self.group.client[engine_id].apply_async(
-            call, "run_cell", source, filename, want_display, options, state)
+            call, "run_cell", source, filename, want_display, options, state, scope)
 
     def missing_names(self, engine_id: int, names: list[str]) -> list[str]:
         return self._one("missing_names", engine_id, list(names))

@@ -28,14 +28,17 @@ class Addressing:
 
 @dataclass
 class Workers:
-    """Ready workers, index = rank, and the TensorFlow version they run."""
+    """Ready workers, index = rank, and the TensorFlow and Keras they run ("2.21.0",
+    "Keras 3.15.1" or "tf-keras 2.21.0")."""
 
     reports: list[EngineReport]
     tf_version: str
+    keras: str
 
 
 def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: int,
-                 timeout: float, addressing: Addressing | None = None) -> Workers:
+                 timeout: float, addressing: Addressing | None = None,
+                 keras: int = 2) -> Workers:
     """Handshake with every engine of `group`, then bootstrap each as its rank."""
     ids = group.ids
     addressing = addressing or Addressing()
@@ -48,7 +51,8 @@ def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: int
     except ValueError as exc:
         raise ClusterSetupError(str(exc)) from None
     if reused is not None:  # engines that already are workers keep their strategy
-        return Workers(reused, calls.tensorflow_version(ids[0]))
+        versions = calls.versions(ids[0])
+        return Workers(reused, versions["tf_version"], versions["keras"])
     try:
         ranked = tfconfig.order_ranks(reports)
         tfconfig.check_endpoints(ranked)
@@ -58,10 +62,12 @@ def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: int
     settings = [{
         "rank": rank,
         "world_size": len(ranked),
-        "env": tfconfig.worker_environment(ranked, rank, gpus_per_worker=gpus_per_worker),
+        "env": tfconfig.worker_environment(ranked, rank, gpus_per_worker=gpus_per_worker,
+                                           keras=keras),
+        "keras": keras,
         "communication": communication,
         "controller": list(group.controller_address_for_engines()),
     } for rank in range(len(ranked))]
     infos = calls.bootstrap([r.engine_id for r in ranked], settings)
-    return Workers(ranked, infos[0]["tf_version"])
+    return Workers(ranked, infos[0]["tf_version"], infos[0]["keras"])
 

@@ -13,7 +13,12 @@ from ..errors import TFDistError, WorkerFailed, remote_summary
 from ..protocol.run_options import StallLimits
 from . import cell_options
 from .base import CommandBase
-from .hints import missing_name_hint, private_network_hint, unshared_hosts_hint
+from .hints import (
+    missing_name_hint,
+    no_scope_hint,
+    private_network_hint,
+    unshared_hosts_hint,
+)
 
 
 class CellCommand(CommandBase):
@@ -37,7 +42,7 @@ class CellCommand(CommandBase):
         settings = RunSettings(
             timeout=args.timeout, all_output=args.all_output, options=options,
             max_restarts=args.max_restarts, restore=False if args.no_restore else None,
-            stall=StallLimits(args.stall_warning, args.stall_timeout),
+            stall=StallLimits(args.stall_warning, args.stall_timeout), scope=not args.no_scope,
             on_data=live.on_data if live is not None else None,
             on_stall=live.on_stall if live is not None else None)
         result = self._run_watched(cluster, source, settings, live, run_dir)
@@ -68,7 +73,8 @@ class CellCommand(CommandBase):
             hint = (missing_name_hint(failure.error_name, failure.error_value, self.shell.user_ns)
                     or unshared_hosts_hint(failure.error_name, failure.error_value,
                                            [w.host for w in cluster.workers])
-                    or private_network_hint(failure.error_value, cluster.in_private_network))
+                    or private_network_hint(failure.error_value, cluster.in_private_network)
+                    or no_scope_hint(failure.error_value))
             if hint:
                 failure.add_hint(hint)
             raise

@@ -57,3 +57,18 @@ def private_network_hint(error_value: str, private: bool) -> str | None:
             "ports off the network): fetch data in the notebook first (the workers read the "
             "same disk, e.g. ~/.keras/datasets) and read it from there, or `%tfdist stop` and "
             "`%tfdist start --no-isolation`")
+
+
+# What TensorFlow says when a loaded SavedModel's signature (or a function traced
+# outside the strategy) is called inside the strategy's scope (measured, TF 2.21).
+_NEEDS_NO_SCOPE = re.compile(r"Trying to access a placeholder that is not supposed to be "
+                             r"executed|cross-replica context in an in-replica context")
+
+
+def no_scope_hint(error_value: str) -> str | None:
+    """For code that cannot run inside the strategy's scope, which %%tfdist enters."""
+    if not _NEEDS_NO_SCOPE.search(error_value or ""):
+        return None
+    return ("this code cannot run inside the strategy's scope (which %%tfdist enters for "
+            "every cell), e.g. calling a loaded SavedModel: run the cell with "
+            "`%%tfdist --no-scope`")

@@ -14,7 +14,8 @@ class LifecycleCommands(CommandBase):
         self._refuse_second_cluster()
         cluster = self._guarded(lambda: TFCluster.start(
             args.workers, timeout=args.timeout, communication=args.communication,
-            gpus_per_worker=args.gpus_per_worker, isolate=not args.no_isolation))
+            gpus_per_worker=args.gpus_per_worker, isolate=not args.no_isolation,
+            keras=args.keras))
         self._adopt(cluster)
 
     def _attach(self, args) -> None:
@@ -30,7 +31,7 @@ class LifecycleCommands(CommandBase):
             profile=args.profile, cluster_id=args.cluster_id, url_file=args.url_file,
             n=args.workers, timeout=args.timeout, communication=args.communication,
             gpus_per_worker=args.gpus_per_worker, interface=args.interface,
-            address_map=args.address_map))
+            address_map=args.address_map, keras=args.keras))
         self._adopt(cluster)
 
     def _adopt(self, cluster: TFCluster) -> None:

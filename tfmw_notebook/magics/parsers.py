@@ -14,8 +14,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic_arguments import MagicArgumentParser
 
 from ..cluster.limits import DEFAULT_TIMEOUT
-from ..cluster.tfcluster import COMMUNICATIONS
-from ..protocol.tfconfig import parse_address_map
+from ..cluster.tfcluster import COMMUNICATIONS, DEFAULT_KERAS
+from ..protocol.tfconfig import KERAS_VERSIONS, parse_address_map
 from ..widgets import tensorboard_view
 from . import cell_options
 
@@ -70,6 +70,9 @@ def _add_worker_options(parser: argparse.ArgumentParser) -> None:
                         help="collective implementation for MultiWorkerMirroredStrategy")
     parser.add_argument("--gpus-per-worker", type=non_negative, default=0, metavar="K",
                         help="GPUs each worker sees; 0 (default) hides every GPU")
+    parser.add_argument("--keras", type=int, choices=KERAS_VERSIONS, default=DEFAULT_KERAS,
+                        help=f"3: tf.keras and `import keras` are Keras 3; 2: tf.keras is "
+                             f"tf-keras, for code written for it (default {DEFAULT_KERAS})")
 
 
 def _line_parser() -> Parser:
@@ -172,6 +175,9 @@ def _cell_parser() -> Parser:
                         help="TensorBoard logs for this cell's fit() calls (the chief's), in "
                              "DIR (default ./tfdist_tensorboard/run-<time>); see "
                              "`%%tfdist tensorboard`")
+    parser.add_argument("--no-scope", action="store_true",
+                        help="run the cell outside the strategy's scope (calling a loaded "
+                             "SavedModel's signature, inference on a model built outside)")
     parser.add_argument("--no-restore", action="store_true",
                         help="if this cell needs the workers restarted, leave them fresh "
                              "(do not replay the earlier cells)")

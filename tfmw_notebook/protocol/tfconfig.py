@@ -146,13 +146,25 @@ def visible_devices(local_rank: int, gpus_per_worker: int) -> str:
     return ",".join(str(i) for i in range(first, first + gpus_per_worker))
 
 
-def launch_environment(gpus_per_worker: int) -> dict[str, str] | None:
+# Which Keras `tf.keras` is on the workers: 3 (as TensorFlow ships it; `import keras` is
+# the same) or 2 (the tf-keras package). TensorFlow reads the choice at import.
+KERAS_VERSIONS = (3, 2)
+
+
+def keras_environment(keras: int) -> dict[str, str]:
+    if keras not in KERAS_VERSIONS:
+        raise ValueError(f"Invalid value for argument `keras`. Received: keras={keras!r}. "
+                         f"Expected one of {KERAS_VERSIONS}")
+    return {"TF_USE_LEGACY_KERAS": "1" if keras == 2 else "0"}
+
+
+def launch_environment(gpus_per_worker: int, keras: int = 2) -> dict[str, str] | None:
     """What every engine can get at launch, before ranks are known: everything TF
     reads at import, so TF can be imported early. None when GPUs are split per
     rank, which needs the rank first."""
     if gpus_per_worker:
         return None
-    return {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
+    return {**keras_environment(keras), "TF_CPP_MIN_LOG_LEVEL": "2",
             "CUDA_VISIBLE_DEVICES": visible_devices(0, 0)}
 
 
@@ -175,13 +187,12 @@ def grpc_options(existing: str | None) -> str:
 
 
 def worker_environment(
-    ranked: list[EngineReport], rank: int, *, gpus_per_worker: int = 0
+    ranked: list[EngineReport], rank: int, *, gpus_per_worker: int = 0, keras: int = 2
 ) -> dict[str, str]:
     """Environment a worker needs *before* TensorFlow is imported."""
     return {
         "TF_CONFIG": json.dumps(tf_config(ranked, rank)),
-        # Keras 3 cannot train under MultiWorkerMirroredStrategy; tf-keras can.
-        "TF_USE_LEGACY_KERAS": "1",
+        **keras_environment(keras),
         "CUDA_VISIBLE_DEVICES": visible_devices(local_ranks(ranked)[rank], gpus_per_worker),
         # Quiet TF's C++ INFO/WARNING chatter, which N workers would repeat N times.
         "TF_CPP_MIN_LOG_LEVEL": "2",

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..protocol.tempdirs import remove_worker_tempdir, use_private_tempdir
 from ..protocol.tfconfig import GRPC_OPTIONS_VARIABLE, grpc_options
-from . import controller_watch, keras_hooks, shared_strategy
+from . import chief_writes, controller_watch, keras_flavour, keras_hooks, shared_strategy
 from .context import WorkerContext
 from .reporting import EventPublisher
 
@@ -50,39 +50,36 @@ def _installed_tensorflow_version() -> str | None:
     return None
 
 
-def check_packages() -> str:
-    """Fail with an actionable message when TensorFlow or tf-keras is missing."""
+def check_packages(keras: int) -> str:
+    """Fail with an actionable message when TensorFlow or the chosen Keras is missing."""
     host = socket.gethostname()
     if importlib.util.find_spec("tensorflow") is None:
         raise WorkerSetupError(
             f"TensorFlow is not installed in the engines' Python on {host}: "
-            "run `pip install tensorflow tf-keras` in that environment"
+            "run `pip install tensorflow` in that environment"
         )
     version = _installed_tensorflow_version() or "unknown"
-    if importlib.util.find_spec("tf_keras") is None:
-        pin = ".".join(version.split(".")[:2]) + ".*" if version != "unknown" else ""
-        raise WorkerSetupError(
-            f"tf-keras is not installed in the engines' Python on {host} "
-            f"(TensorFlow {version}); Keras 3 cannot train under MultiWorkerMirroredStrategy: "
-            f"run `pip install 'tf-keras=={pin}'` there" if pin else
-            f"tf-keras is not installed on {host}: run `pip install tf-keras`"
-        )
+    try:
+        keras_flavour.check_installed(keras, version)
+    except keras_flavour.KerasSetupError as exc:
+        raise WorkerSetupError(str(exc)) from None
     return version
 
 
 def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
     """Configure this engine as worker `settings["rank"]` and publish its names.
 
-    `settings` holds: rank, world_size, env (str -> str), communication
-    ("auto" | "ring" | "nccl"), controller ([host, port] the notebook reaches it at).
-    Returns facts for the status line.
+    `settings` holds: rank, world_size, env (str -> str), keras (3 or 2),
+    communication ("auto" | "ring" | "nccl"), controller ([host, port] the notebook
+    reaches it at). Returns facts for the status line.
     """
     started = time.perf_counter()
     if shared_strategy.shared_strategy() is not None:
         raise WorkerSetupError(
             "this engine is already a worker; restart the engines to reconfigure")
     _set_environment(settings["env"])
-    check_packages()
+    keras = settings.get("keras", 2)
+    check_packages(keras)
 
     import tensorflow as tf
 
@@ -91,22 +88,24 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
     # TF's thread pools stay at their defaults: dividing the cores among co-located
     # workers was measured no faster and less steady (benchmarks/, --threads-experiment).
     strategy = _make_strategy(tf, settings.get("communication", "auto"))
+    keras_flavour.prepare(keras)
+    chief_writes.install(is_chief=settings["rank"] == 0)
     _stop_on_sigterm()
     controller_watch.install(*(settings.get("controller") or (None, None)))
     publisher = _install_hooks(settings["rank"], settings["world_size"])
     _fill_namespace(tf, strategy, publisher, settings["rank"], settings["world_size"])
     return {
-        "tf_version": tf.__version__,
-        "keras": tf.keras.__name__.split(".")[0],
+        **versions(),
         "replicas": strategy.num_replicas_in_sync,
         "seconds": time.perf_counter() - started,
     }
 
 
-def tensorflow_version() -> str:
+def versions() -> dict[str, str]:
+    """TensorFlow's version and which Keras `tf.keras` is ('Keras 3.15.1', 'tf-keras ...')."""
     import tensorflow as tf
 
-    return tf.__version__
+    return {"tf_version": tf.__version__, "keras": keras_flavour.describe()}
 
 
 def _set_environment(env: dict[str, str]) -> None:

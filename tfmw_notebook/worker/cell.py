@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import linecache
 from typing import Any
 
 from ..protocol.run_options import CellOptions, FitState
-from . import controller_watch, keras_hooks, shared_strategy
+from . import chief_writes, controller_watch, keras_hooks, shared_strategy
 from .heartbeat import Heartbeat, engine_publish
 
 
@@ -18,7 +19,7 @@ def _register_source(source: str, filename: str) -> None:
 
 
 def run_cell(source: str, filename: str, want_display: bool, options: CellOptions,
-             state: FitState) -> dict[str, Any]:
+             state: FitState, scope: bool = True) -> dict[str, Any]:
     """Execute `source` in the engine's user namespace.
 
     Returns {"display": ..., "fits": ...}: the last expression's display data (a
@@ -27,7 +28,8 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
     Exceptions propagate: the client needs them to notice a failed rank.
     `options` say what the cell's Keras fit/evaluate calls get (reporting,
     checkpoints, backups, a checkpoint to resume from), `state` what they keep
-    or give back of their end state: see keras_hooks.
+    or give back of their end state: see keras_hooks. With `scope` False the cell
+    runs outside the shared strategy's scope (`%%tfdist --no-scope`).
     """
     from IPython import get_ipython
 
@@ -42,9 +44,13 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
     keras_hooks.configure(options, state)
     namespace = shell.user_ns
     strategy = shared_strategy.shared_strategy()
-    with Heartbeat(engine_publish(), check=controller_watch.check), strategy.scope():
-        exec(compile(tree, filename, "exec"), namespace)
-        value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
+    in_scope = strategy.scope() if scope else contextlib.nullcontext()
+    try:
+        with Heartbeat(engine_publish(), check=controller_watch.check), in_scope:
+            exec(compile(tree, filename, "exec"), namespace)
+            value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
+    finally:
+        chief_writes.cleanup()   # the other workers' copies of what the cell saved
 
     outcome: dict[str, Any] = {"display": None, "fits": keras_hooks.fit_records()}
     if value is None:

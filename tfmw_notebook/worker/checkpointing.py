@@ -25,6 +25,7 @@ import uuid
 from ..protocol import checkpoints
 from ..protocol.checkpoints import MODEL_JSON, WEIGHTS, trackables
 from ..protocol.run_options import CheckpointPolicy
+from . import chief_writes
 
 
 def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics: dict,
@@ -38,7 +39,8 @@ def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics:
             temp = checkpoints.prepare_temp(run_dir, epoch, f"w{rank}-{uuid.uuid4().hex[:8]}")
         else:
             temp = tempfile.mkdtemp(prefix=f"tfmw-ckpt-{epoch}-")
-        tf.train.Checkpoint(**trackables(model)).write(os.path.join(temp, WEIGHTS))
+        with chief_writes.as_named():   # each worker's path is chosen above
+            tf.train.Checkpoint(**trackables(model)).write(os.path.join(temp, WEIGHTS))
         if not is_chief:
             return None
         try:
@@ -99,7 +101,8 @@ def restore(model, path: str) -> dict:
     """Load checkpoint `path` into `model` (and its optimizer, once it has slots)."""
     import tensorflow as tf
 
-    status = tf.train.Checkpoint(**trackables(model)).read(os.path.join(path, WEIGHTS))
+    with chief_writes.as_named():
+        status = tf.train.Checkpoint(**trackables(model)).read(os.path.join(path, WEIGHTS))
     status.expect_partial()  # optimizer slots restore when they are first created
     with open(os.path.join(path, "meta.json")) as meta:
         return json.load(meta)

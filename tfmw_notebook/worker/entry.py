@@ -16,7 +16,7 @@ from typing import Any
 ENTRIES: dict[str, tuple[str, str]] = {
     "describe_engine": ("handshake", "describe_engine"),
     "bootstrap": ("bootstrap", "bootstrap"),
-    "tensorflow_version": ("bootstrap", "tensorflow_version"),
+    "versions": ("bootstrap", "versions"),
     "run_cell": ("cell", "run_cell"),
     "missing_names": ("cell", "missing_names"),
     "missing_magics": ("cell", "missing_magics"),

@@ -16,6 +16,7 @@ from typing import Any
 from ..protocol import checkpoints
 from ..protocol.checkpoints import trackables
 from ..protocol.run_options import CheckpointPolicy
+from . import chief_writes
 
 SNAPSHOT = checkpoints.WEIGHTS  # a snapshot directory is laid out like a checkpoint's
 
@@ -44,7 +45,8 @@ def record_after_fit(model, history, *, state_dir: str, cell_id: str, index: int
     import tensorflow as tf
 
     os.makedirs(path, exist_ok=True)
-    tf.train.Checkpoint(**trackables(model)).write(os.path.join(path, SNAPSHOT))
+    with chief_writes.as_named():   # one snapshot per rank: its own path already
+        tf.train.Checkpoint(**trackables(model)).write(os.path.join(path, SNAPSHOT))
     record["source"] = "snapshot"
     record["path"] = path
     return record
@@ -61,7 +63,8 @@ def replay_fit(model, record: dict[str, Any], *, rank: int):
 
     path = _readable_path(record, rank)
     _build_optimizer(model)
-    status = tf.train.Checkpoint(**trackables(model)).read(os.path.join(path, SNAPSHOT))
+    with chief_writes.as_named():
+        status = tf.train.Checkpoint(**trackables(model)).read(os.path.join(path, SNAPSHOT))
     status.expect_partial()  # a model built lazily restores when it is first called
     history = tf.keras.callbacks.History()
     history.set_model(model)

@@ -1,0 +1,210 @@
+"""Keras 3 on the workers (`%tfdist start --keras 3`), and `import keras` on tf-keras ones.
+
+Real 2-worker clusters: code written as keras.io teaches trains with identical weights on
+both workers, the same weights one process gets on the global batch; saving from every
+worker leaves the chief's files only; code that cannot run in the strategy's scope gets
+`--no-scope`.
+"""
+
+import json
+
+import pytest
+
+from kernel_session import kernel_with_cluster
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def keras3(tmp_path_factory):
+    with kernel_with_cluster(str(tmp_path_factory.mktemp("keras3")), flags="--keras 3") as s:
+        yield s
+
+
+DATA = """\
+import numpy as np
+rng = np.random.default_rng(0)
+x = rng.normal(size=(256, 8)).astype("float32")
+y = (x @ rng.normal(size=(8, 1))).astype("float32")
+labels = (y[:, 0] > 0).astype("int32")
+"""
+
+MODEL = """\
+import keras
+keras.utils.set_random_seed(1)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                          keras.layers.Dense(1)])
+model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
+"""
+
+DIGESTS = """\
+import hashlib, json
+from tfmw_notebook import active_cluster
+_c = active_cluster()
+print(json.dumps([hashlib.sha256(b"".join(w.tobytes() for w in
+      _c.pull(["_weights"], rank=r)["_weights"])).hexdigest() for r in range(_c.size)]))
+"""
+
+KEEP_WEIGHTS = "_weights = [w for w in model.get_weights()]\n"
+
+
+def digests(kernel) -> list[str]:
+    return json.loads(kernel.ok(DIGESTS).stdout.strip().splitlines()[-1])
+
+
+def test_the_start_line_says_which_keras(keras3, tf_kernel):
+    assert "Keras 3." in keras3.start_line, keras3.start_line
+    assert "tf-keras 2." in tf_kernel.start_line, tf_kernel.start_line
+    out = keras3.ok("%%tfdist\nimport keras\n"
+                    "print(keras.__version__.split('.')[0], tf.keras.Model is keras.Model)")
+    assert "[worker 0] 3 True" in out.stdout or out.stdout.strip().endswith("3 True"), out.stdout
+
+
+def test_code_as_keras_io_teaches_trains_with_identical_weights(keras3):
+    out = keras3.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA + MODEL +
+                    "h = model.fit(x, y, batch_size=64, epochs=3, validation_data=(x[:64], y[:64]),"
+                    " verbose=0)\n"
+                    "print('losses', [round(v, 4) for v in h.history['loss']])\n"
+                    "print('eval', round(model.evaluate(x, y, verbose=0)[0], 4))\n"
+                    "print('predict', model.predict(x[:8], verbose=0).shape)\n" + KEEP_WEIGHTS,
+                    timeout=300)
+    losses = json.loads(out.stdout.split("losses", 1)[1].splitlines()[0].replace("'", '"'))
+    assert losses[-1] < losses[0], out.stdout
+    assert "predict (8, 1)" in out.stdout, out.stdout
+    first, second = digests(keras3)
+    assert first == second
+
+
+def test_dict_inputs_class_weight_and_steps_per_epoch(keras3):
+    keras3.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA +
+              "import keras\n"
+              "a, b = keras.Input((4,), name='a'), keras.Input((4,), name='b')\n"
+              "out = keras.layers.Dense(2)(keras.layers.Concatenate()([a, b]))\n"
+              "model = keras.Model({'a': a, 'b': b}, out)\n"
+              "model.compile(optimizer='adam', loss=keras.losses.SparseCategoricalCrossentropy("
+              "from_logits=True))\n"
+              "ds = tf.data.Dataset.from_tensor_slices(({'a': x[:, :4], 'b': x[:, 4:]}, labels))"
+              ".repeat().batch(64)\n"
+              "model.fit(ds, epochs=2, steps_per_epoch=3, class_weight={0: 1.0, 1: 2.0}, "
+              "verbose=0)\n" + KEEP_WEIGHTS, timeout=300)
+    first, second = digests(keras3)
+    assert first == second
+
+
+def test_a_custom_loop_with_keras_ops_and_a_gradient_tape(keras3):
+    keras3.ok("%%tfdist --no-dashboard\n" + DATA +
+              "import keras\n"
+              "class Scale(keras.layers.Layer):\n"
+              "    def build(self, shape):\n"
+              "        self.w = self.add_weight(shape=(shape[-1],), initializer='ones')\n"
+              "    def call(self, inputs):\n"
+              "        return keras.ops.multiply(inputs, self.w)\n"
+              "model = keras.Sequential([keras.Input((8,)), Scale(), keras.layers.Dense(1)])\n"
+              "optimizer = keras.optimizers.Adam(0.01)\n"
+              "ds = strategy.experimental_distribute_dataset(\n"
+              "    tf.data.Dataset.from_tensor_slices((x, y)).batch(64))\n"
+              "@tf.function\n"
+              "def step(batch):\n"
+              "    def replica(xs, ys):\n"
+              "        with tf.GradientTape() as tape:\n"
+              "            loss = tf.reduce_sum(keras.ops.square(model(xs) - ys)) / 64.0\n"
+              "        grads = tape.gradient(loss, model.trainable_variables)\n"
+              "        optimizer.apply_gradients(zip(grads, model.trainable_variables))\n"
+              "        return loss\n"
+              "    return strategy.reduce('SUM', strategy.run(replica, args=batch), axis=None)\n"
+              "for batch in ds:\n"
+              "    step(batch)\n" + KEEP_WEIGHTS, timeout=300)
+    first, second = digests(keras3)
+    assert first == second
+
+
+# Same data, same starting weights, plain SGD: the weights after STEPS steps.
+NUMERICS = """\
+import numpy as np
+rng = np.random.default_rng(3)
+xs = rng.normal(size=(64 * 4, 8)).astype("float32")
+ys = (xs @ rng.normal(size=(8, 1))).astype("float32")
+start = [rng.normal(size=(8, 4)).astype("float32") * 0.3, np.zeros(4, "float32"),
+         rng.normal(size=(4, 1)).astype("float32") * 0.3, np.zeros(1, "float32")]
+model = {keras}.Sequential([{keras}.Input((8,)), {keras}.layers.Dense(4, activation="tanh"),
+                            {keras}.layers.Dense(1)])
+model.set_weights(start)
+model.compile(optimizer={keras}.optimizers.SGD(0.1), loss="mse")
+model.fit(xs, ys, batch_size=64, epochs=2, shuffle=False, verbose=0)
+_weights = [w for w in model.get_weights()]
+"""
+TOLERANCE = 1e-5
+
+
+def test_weights_agree_with_one_process_and_with_tf_keras(keras3, tf_kernel):
+    """(a) Keras 3 on 2 workers, (b) Keras 3 in one process on the global batch, (c) tf-keras
+    on 2 workers: after 8 SGD steps the weights agree within TOLERANCE (float32 sums in
+    another order), and both workers of each cluster hold identical weights."""
+    keras3.ok("%%tfdist --no-dashboard --no-checkpoint\nimport keras\n"
+              + NUMERICS.format(keras="keras"), timeout=300)
+    tf_kernel.ok("%%tfdist --no-dashboard --no-checkpoint\n" + NUMERICS.format(keras="tf.keras"),
+                 timeout=300)
+    assert len(set(digests(keras3))) == 1 and len(set(digests(tf_kernel))) == 1
+    compare = ("import numpy as np, keras, json\nfrom tfmw_notebook import active_cluster\n"
+               "_w = active_cluster().pull(['_weights'])['_weights']\n"
+               "print(json.dumps([w.tolist() for w in _w]))")
+    on_keras3 = json.loads(keras3.ok(compare).stdout.strip().splitlines()[-1])
+    on_tf_keras = json.loads(tf_kernel.ok(compare).stdout.strip().splitlines()[-1])
+    alone = keras3.ok("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '-1'\n"
+                      "import tensorflow as tf, keras, json\n"
+                      + NUMERICS.format(keras="keras")
+                      + "print(json.dumps([w.tolist() for w in _weights]))", timeout=300)
+    in_one = json.loads(alone.stdout.strip().splitlines()[-1])
+    import numpy as np
+
+    for a, b, c in zip(on_keras3, in_one, on_tf_keras):
+        np.testing.assert_allclose(a, b, atol=TOLERANCE, rtol=TOLERANCE)
+        np.testing.assert_allclose(a, c, atol=TOLERANCE, rtol=TOLERANCE)
+    assert not np.allclose(on_keras3[0], np.asarray(in_one[0]) + 1e-2)  # the check can fail
+
+
+def test_the_dashboard_and_automatic_checkpoints_see_keras3_fits(keras3):
+    keras3.ok("%%tfdist --checkpoint-dir runs/k3\n" + DATA + MODEL +
+              "model.fit(x, y, batch_size=64, epochs=2, verbose=0)", timeout=300)
+    out = keras3.ok("h = %tfdist history\nprint(len(h.merged_history()['loss']))\n"
+                    "import tfmw_notebook\n"
+                    "print([c.epoch for c in tfmw_notebook.list_checkpoints('runs/k3')])")
+    lines = out.stdout.strip().splitlines()
+    assert lines[-2] == "2" and lines[-1] == "[1, 2]", out.stdout
+
+
+def test_saving_from_every_worker_leaves_the_chiefs_files(keras3):
+    out = keras3.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA + MODEL +
+                    "import os\n"
+                    "saver = keras.callbacks.ModelCheckpoint('k3ck/e{epoch}.weights.h5',"
+                    " save_weights_only=True)\n"
+                    "model.fit(x, y, batch_size=64, epochs=2, verbose=0, callbacks=[saver])\n"
+                    "model.save('k3model.keras')\n"
+                    "model.save_weights('k3.weights.h5')\n"
+                    "model.load_weights('k3.weights.h5')\n"
+                    "again = keras.saving.load_model('k3model.keras')\n"
+                    "print('saved', sorted(os.listdir('k3ck')))", timeout=300)
+    assert "saved ['e1.weights.h5', 'e2.weights.h5']" in out.stdout, out.stdout
+
+
+def test_a_loaded_savedmodel_needs_no_scope_and_the_error_says_so(keras3):
+    keras3.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA + MODEL +
+              "model.fit(x, y, batch_size=64, epochs=1, verbose=0)\n"
+              "model.export('k3export')", timeout=300)
+    failed = keras3.execute("%%tfdist\nloaded = tf.saved_model.load('k3export')\n"
+                            "loaded.signatures['serving_default'](tf.constant(x[:4]))",
+                            timeout=300)
+    assert failed.status == "error"
+    assert "--no-scope" in failed.error_text, failed.error_text
+    out = keras3.ok("%%tfdist --no-scope\nloaded = tf.saved_model.load('k3export')\n"
+                    "result = loaded.signatures['serving_default'](tf.constant(x[:4]))\n"
+                    "print('shape', list(result.values())[0].shape)", timeout=300)
+    assert "shape (4, 1)" in out.stdout, out.stdout
+
+
+def test_import_keras_trains_on_tf_keras_workers_too(tf_kernel):
+    tf_kernel.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA + MODEL +
+                 "model.fit(x, y, batch_size=64, epochs=1, verbose=0)\n" + KEEP_WEIGHTS,
+                 timeout=300)
+    first, second = digests(tf_kernel)
+    assert first == second

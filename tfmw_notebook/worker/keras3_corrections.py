@@ -1,0 +1,313 @@
+"""Corrections that let Keras 3 (TensorFlow backend) train under MultiWorkerMirroredStrategy.
+
+Keras 3 does not support MWMS upstream (keras-team/keras#20585, tensorflow/tensorflow#72388):
+on 2 workers `fit`, `evaluate` and `train_on_batch` fail, mixed precision can hang, and
+BatchNormalization's moving statistics drift apart. Each function below patches one Keras
+internal, in the worker process only, and is named after what it makes true; its docstring
+names the upstream issue. `apply()` applies them all, once, after the strategy exists.
+
+Invariant: a correction changes what Keras does only under a strategy in multi-worker mode
+(Keras' own test, `_collective_all_reduce_multi_worker`); with no strategy, the default
+strategy, MirroredStrategy or a one-worker MWMS, Keras runs its own code. Each was measured
+on 2 workers to be needed (a scenario fails without it) and, with the others, sufficient:
+weights identical on both workers, and equal to one process on the global batch
+(/tmp/keras3/RESULTS.md in the change that added this module).
+
+Standard library only at import time; Keras is imported by `apply()`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import re
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from ..protocol.warning import TFDistWarning
+
+# Keras versions the corrections were verified on (2 workers, TF 2.21, CPU): 3.10.0,
+# 3.13.2 and 3.15.1, whose patched internals are the same.
+VERIFIED_KERAS: tuple[str, str] = (">=3.10", "<3.16")
+
+_MARK = "_tfmw_keras3_correction"   # set on every replacement, so nothing is patched twice
+_applied: list[str] | None = None   # the names apply() put in place, once it has run
+
+
+def describe_keras() -> str:
+    """E.g. "Keras 3.15.1" (the imported module's version, else the installed one)."""
+    version = _keras_version()
+    return f"Keras {version}" if version else "Keras not installed"
+
+
+def _keras_version() -> str | None:
+    version = getattr(sys.modules.get("keras"), "__version__", None)
+    if isinstance(version, str):
+        return version
+    for distribution in ("keras", "keras-nightly"):
+        try:
+            return importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """The numeric release at the start of a version: "3.16.0.dev2025" -> (3, 16, 0)."""
+    match = re.match(r"\s*v?(\d+(?:\.\d+)*)", text)
+    if not match:
+        raise ValueError(f"Invalid value for argument `text`. Received: text={text!r}. "
+                         "Expected a version such as '3.15.1'.")
+    return tuple(int(part) for part in match.group(1).split("."))
+
+
+_COMPARE: dict[str, Callable[[tuple[int, ...], tuple[int, ...]], bool]] = {
+    ">=": lambda a, b: a >= b, ">": lambda a, b: a > b, "<=": lambda a, b: a <= b,
+    "<": lambda a, b: a < b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b}
+
+
+def in_range(version: str, bounds: tuple[str, ...] = VERIFIED_KERAS) -> bool:
+    """Whether `version` meets every bound (">=3.10", "<3.16", ...); "3.16" means 3.16.0."""
+    have = parse_version(version)
+    for bound in bounds:
+        match = re.fullmatch(r"\s*(>=|<=|==|!=|>|<)\s*(\S+)\s*", bound)
+        if not match:
+            raise ValueError(f"Invalid value for argument `bounds`. Received: {bound!r}. "
+                             "Expected an operator (>=, <, ==, ...) and a version.")
+        want = parse_version(match.group(2))
+        width = max(len(have), len(want))
+        padded = have + (0,) * (width - len(have)), want + (0,) * (width - len(want))
+        if not _COMPARE[match.group(1)](*padded):
+            return False
+    return True
+
+
+def range_warning(version: str | None) -> str | None:
+    """The one line `apply()` warns with when `version` is outside VERIFIED_KERAS."""
+    if version is None or in_range(version):
+        return None
+    return (f"Keras {version} is not among the versions tfmw_notebook's Keras 3 corrections "
+            f"for multi-worker training were verified on ({', '.join(VERIFIED_KERAS)}); "
+            "they are applied anyway. If fit fails or hangs on the workers, use tf-keras.")
+
+
+# --- the corrections ----------------------------------------------------------------------
+
+
+def _trainer_module() -> Any:
+    from keras.src.backend.tensorflow import trainer
+
+    return trainer
+
+
+def _multi_worker(strategy: Any) -> bool:
+    return strategy is not None and _trainer_module()._collective_all_reduce_multi_worker(
+        strategy)
+
+
+def _replace(owner: Any, name: str, correction: str, wrap: Callable[[Any], Any]) -> bool:
+    """Set `owner.name` to `wrap(original)`, unless a correction already replaced it."""
+    original = getattr(owner, name)
+    if getattr(original, _MARK, None):
+        return False
+    replacement = functools.wraps(original)(wrap(original))
+    setattr(replacement, _MARK, correction)
+    setattr(owner, name, replacement)
+    return True
+
+
+def build_from_local_batch() -> bool:
+    """keras-team/keras#20585, #20329 (dict inputs): build the model from this worker's batch.
+
+    `TensorFlowTrainer._maybe_symbolic_build` (fit, evaluate) averages the first *data batch*
+    across replicas, `strategy.reduce("MEAN", batch, axis=None)`, only to learn the inputs'
+    shapes. MWMS reduces one tensor, not an (x, y) or dict structure: measured, `ValueError:
+    Attempt to convert a value (PerReplica:{...}) ... to a Tensor`. The local replica's batch
+    has the same structure, shapes and dtypes, and needs no collective.
+    """
+    import tensorflow as tf
+    from keras.src import tree
+
+    def local(value: Any, strategy: Any) -> Any:
+        if isinstance(value, tf.distribute.DistributedValues):
+            return strategy.experimental_local_results(value)[0]
+        return value
+
+    def wrap(original: Callable) -> Callable:
+        def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+            strategy = self._distribute_strategy
+            if iterator is not None and _multi_worker(strategy):
+                # As Keras does, the first batch only. The epoch iterator yields
+                # (step, iterator) in Keras 3.10, (begin, end, iterator) in 3.13 and 3.15.
+                for *_, batches in iterator:
+                    batch = next(batches)
+                    data_batch = tree.map_structure(lambda v: local(v, strategy), batch)
+                    break
+                iterator = None
+            return original(self, iterator=iterator, data_batch=data_batch)
+        return _maybe_symbolic_build
+
+    return _replace(_trainer_module().TensorFlowTrainer, "_maybe_symbolic_build",
+                    "build_from_local_batch", wrap)
+
+
+def mean_logs_across_workers() -> bool:
+    """keras-team/keras#20585, tensorflow/tensorflow#72388: average step logs with axis=None.
+
+    `reduce_per_replica(..., "auto" or "mean")` reduces each log a train or test step returns
+    with `strategy.reduce("MEAN", v, axis=0)` in multi-worker mode. The logs are scalars (each
+    metric's result on its replica), which have no axis 0: measured, `ValueError: Invalid
+    reduction dimension 0 for input with 0 dimensions` (after build_from_local_batch; and in
+    train_on_batch, which does not build). axis=None is the element-wise mean over replicas,
+    what tf-keras does and Keras does on one worker. "concat" (predict) and "sum" are kept.
+    """
+    from keras.src import tree
+
+    def wrap(original: Callable) -> Callable:
+        def reduce_per_replica(values, strategy, reduction):
+            if reduction in ("auto", "mean") and _multi_worker(strategy):
+                return tree.map_structure(
+                    lambda v: strategy.reduce("MEAN", v, axis=None), values)
+            return original(values, strategy, reduction)
+        return reduce_per_replica
+
+    return _replace(_trainer_module(), "reduce_per_replica", "mean_logs_across_workers", wrap)
+
+
+def agree_on_finite_grads() -> bool:
+    """keras-team/keras#18666 (its fix, #18691, assumes one process): every worker skips or
+    applies the same loss-scaled step.
+
+    `LossScaleOptimizer` (mixed_float16) checks that the gradients are finite *before* the
+    inner optimizer all-reduces them, and applies the step (with that all-reduce) only if
+    they are. Keras takes the first local replica's answer, "the same on every replica since
+    grads are all-reduced"; across workers it is not: measured, at the initial scale 2**15
+    the workers disagreed and the one applying waited in the all-reduce until killed. Now a
+    step counts as finite only if it is finite on every replica (one more scalar all-reduce).
+    """
+    import tensorflow as tf
+    from keras.src.optimizers import loss_scale_optimizer
+
+    def wrap(original: Callable) -> Callable:
+        def check_finite(self, grads):
+            finite = original(self, grads)
+            replica = tf.distribute.get_replica_context()
+            if replica is None or not _multi_worker(tf.distribute.get_strategy()):
+                return finite
+            not_finite = tf.cast(tf.logical_not(finite), tf.float32)
+            return tf.equal(replica.all_reduce("SUM", not_finite), 0.0)
+        return check_finite
+
+    return _replace(loss_scale_optimizer.LossScaleOptimizer, "check_finite",
+                    "agree_on_finite_grads", wrap)
+
+
+def mean_moving_statistics() -> bool:
+    """keras-team/keras#20585 (no issue of its own found): BatchNormalization's moving mean
+    and variance stay the same on every worker.
+
+    Keras 3 creates them with aggregation "none": each worker updates its own copy from its
+    own shard, so after `fit` they differ between workers (measured), and what a worker saves
+    or evaluates with depends on its rank. tf-keras averages them over replicas when read;
+    here each update is averaged over replicas when written (aggregation "mean"), so reading
+    them stays local, with no collective. Layers with `synchronized=True` already agree.
+    """
+    import tensorflow as tf
+    from keras.src.layers.normalization import batch_normalization
+
+    moving = {"moving_mean", "moving_variance", "moving_stddev", "renorm_mean",
+              "renorm_stddev"}
+
+    def wrap(original: Callable) -> Callable:
+        def add_weight(self, *args, **kwargs):
+            if (kwargs.get("name") in moving and not kwargs.get("trainable", True)
+                    and kwargs.get("aggregation", "none") == "none"
+                    and not getattr(self, "synchronized", False)
+                    and _multi_worker(tf.distribute.get_strategy())):
+                kwargs["aggregation"] = "mean"
+            return original(self, *args, **kwargs)
+        return add_weight
+
+    return _replace(batch_normalization.BatchNormalization, "add_weight",
+                    "mean_moving_statistics", wrap)
+
+
+CORRECTIONS: dict[str, Callable[[], bool]] = {
+    "build_from_local_batch": build_from_local_batch,
+    "mean_logs_across_workers": mean_logs_across_workers,
+    "agree_on_finite_grads": agree_on_finite_grads,
+    "mean_moving_statistics": mean_moving_statistics,
+}
+
+
+def _tensorflow_backend() -> bool:
+    import keras
+
+    return keras.backend.backend() == "tensorflow"
+
+
+def apply() -> list[str]:
+    """Apply every correction once; return their names (the same list on every call).
+
+    Outside VERIFIED_KERAS it still applies them, after one `warnings.warn` line (category
+    TFDistWarning) naming the range; later calls warn no more. With no Keras 3, or another
+    backend than TensorFlow, there is nothing to correct: [].
+    """
+    global _applied
+    if _applied is not None:
+        return list(_applied)
+    version = _keras_version()
+    if version is None or parse_version(version)[0] != 3 or not _tensorflow_backend():
+        _applied = []
+        return []
+    message = range_warning(version)
+    if message:
+        warnings.warn(message, TFDistWarning, stacklevel=2)
+    for correction in CORRECTIONS.values():
+        correction()
+    _applied = list(CORRECTIONS)
+    return list(_applied)
+
+
+# --- hints for errors that mixing the two Kerases, or no corrections, produce --------------
+
+_MIXED = ("This cell mixes Keras 3 (`import keras`) with tf-keras (`tf.keras` when "
+          "TF_USE_LEGACY_KERAS=1): take the model, layers, optimizer and callbacks from one.")
+# (exception type, pattern searched in the message, hint); observed messages, Keras 3.15.1
+# and tf-keras 2.21, are in tests/test_keras3_corrections_unit.py.
+_HINTS: tuple[tuple[str, str, str], ...] = (
+    ("ValueError", r"Could not interpret optimizer identifier: <(tf_keras|keras)\.src\.",
+     _MIXED),
+    ("ValueError", r"Only instances of `keras\.Layer` can be added .*<tf_keras\.", _MIXED),
+    ("TypeError", r"The added layer must be an instance of class Layer\..*'keras\.src\.",
+     _MIXED),
+    ("AttributeError", r"^'tuple' object has no attribute 'rank'$", _MIXED),
+    ("AttributeError", r"^'Variable' object has no attribute '_unique_id'$", _MIXED),
+    ("AttributeError", r"has no attribute '_implements_(train|test|predict)_batch_hooks'",
+     _MIXED),
+    ("TypeError", r"Unrecognized keyword arguments: \['batch_shape'\]",
+     "This file was saved by Keras 3, which tf-keras cannot read: load it with "
+     "keras.saving.load_model (`tf.keras` is tf-keras when TF_USE_LEGACY_KERAS=1)."),
+    ("ValueError", r"Attempt to convert a value \(.*PerReplica",
+     "Keras 3 cannot train under MultiWorkerMirroredStrategy without tfmw_notebook's Keras 3 "
+     "corrections (keras-team/keras#20585), and they are not applied here: use tf-keras."),
+    ("ValueError", r"Invalid reduction dimension 0 for input with 0 dimensions.*div_no_nan",
+     "Keras 3 cannot train under MultiWorkerMirroredStrategy without tfmw_notebook's Keras 3 "
+     "corrections (keras-team/keras#20585), and they are not applied here: use tf-keras."),
+    ("InvalidArgumentError", r"You must feed a value for placeholder tensor.*multi_step_on_",
+     "Keras 3 cannot run steps_per_execution > 1 under MultiWorkerMirroredStrategy "
+     "(collectives inside its tf.while_loop fail): compile with steps_per_execution=1."),
+)
+
+
+def mixed_keras_hint(exc_type_name: str, message: str) -> str | None:
+    """One line saying what to do, for an error that mixing tf-keras and Keras 3 objects (or
+    Keras 3 under MWMS without the corrections) raises; None for any other error.
+    `exc_type_name` may be qualified ("tensorflow.errors.InvalidArgumentError")."""
+    short = exc_type_name.rsplit(".", 1)[-1]
+    for type_name, pattern, hint in _HINTS:
+        if short == type_name and re.search(pattern, message, re.DOTALL):
+            return hint
+    return None
