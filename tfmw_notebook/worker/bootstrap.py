@@ -54,9 +54,10 @@ def check_packages(keras: int) -> str:
     """Fail with an actionable message when TensorFlow or the chosen Keras is missing."""
     host = socket.gethostname()
     if importlib.util.find_spec("tensorflow") is None:
+        packages = "tensorflow tf-keras" if keras == 2 else "tensorflow"
         raise WorkerSetupError(
             f"TensorFlow is not installed in the engines' Python on {host}: "
-            "run `pip install tensorflow` in that environment"
+            f"run `pip install {packages}` in that environment"
         )
     version = _installed_tensorflow_version() or "unknown"
     try:
