@@ -208,3 +208,24 @@ def test_import_keras_trains_on_tf_keras_workers_too(tf_kernel):
                  timeout=300)
     first, second = digests(tf_kernel)
     assert first == second
+
+
+def test_tensorboard_keeps_the_chiefs_logs_only(keras3):
+    """Keras 3's TensorBoard callback on Keras 3 workers: one events file per run directory,
+    the chief's. (On tf-keras workers a Keras 3 model's fit is not hooked: see the README.)"""
+    for kernel, where in ((keras3, "tb-keras3"),):
+        out = kernel.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA + MODEL +
+                        f"board = keras.callbacks.TensorBoard(log_dir={where!r})\n"
+                        "model.fit(x, y, batch_size=64, epochs=2, verbose=0, callbacks=[board])\n"
+                        "import os\n"
+                        f"print('events', len(os.listdir(os.path.join({where!r}, 'train'))))",
+                        timeout=300)
+        assert "events 1" in out.stdout, (where, out.stdout)
+
+
+def test_mixing_the_two_kerases_is_named_in_one_line(tf_kernel):
+    out = tf_kernel.execute("%%tfdist\nimport keras\nmodel = keras.Sequential("
+                            "[keras.Input((8,)), tf.keras.layers.Dense(1)])", timeout=120)
+    assert out.status == "error"
+    assert "This cell mixes Keras 3 (`import keras`) with tf-keras" in out.error_text, \
+        out.error_text

@@ -8,6 +8,7 @@ import types
 import warnings
 
 import pytest
+from tfmw_notebook.magics.hints import mixed_keras_hint
 from tfmw_notebook.protocol.warning import TFDistWarning
 from tfmw_notebook.worker import keras3_corrections as kc
 
@@ -211,18 +212,18 @@ STEPS_PER_EXECUTION = (
 
 @pytest.mark.parametrize("case", sorted(MIXED))
 def test_hint_for_mixed_objects(case):
-    hint = kc.mixed_keras_hint(*MIXED[case])
+    hint = mixed_keras_hint(*MIXED[case])
     assert hint is not None and "\n" not in hint
     assert "mixes Keras 3" in hint and "tf-keras" in hint
 
 
 def test_hint_for_a_keras_3_file_read_by_tf_keras():
-    assert "keras.saving.load_model" in kc.mixed_keras_hint(*TF_KERAS_LOADS_KERAS_3_FILE)
+    assert "keras.saving.load_model" in mixed_keras_hint(*TF_KERAS_LOADS_KERAS_3_FILE)
 
 
 @pytest.mark.parametrize("error", [PER_REPLICA, PER_REPLICA_DICT, SCALAR_AXIS_0])
 def test_hint_for_keras_3_on_workers_without_corrections(error):
-    hint = kc.mixed_keras_hint(*error)
+    hint = mixed_keras_hint(*error)
     assert hint is not None and "\n" not in hint
     assert "corrections" in hint and "keras-team/keras#20585" in hint
 
@@ -230,7 +231,7 @@ def test_hint_for_keras_3_on_workers_without_corrections(error):
 def test_hint_for_steps_per_execution_accepts_a_qualified_type_name():
     name, message = STEPS_PER_EXECUTION
     for type_name in (name, "tensorflow.python.framework.errors_impl." + name):
-        assert "steps_per_execution=1" in kc.mixed_keras_hint(type_name, message)
+        assert "steps_per_execution=1" in mixed_keras_hint(type_name, message)
 
 
 @pytest.mark.parametrize("type_name, message", [
@@ -244,4 +245,4 @@ def test_hint_for_steps_per_execution_accepts_a_qualified_type_name():
     ("RuntimeError", "Mixing different tf.distribute.Strategy objects"),
 ])
 def test_no_hint_for_other_errors(type_name, message):
-    assert kc.mixed_keras_hint(type_name, message) is None
+    assert mixed_keras_hint(type_name, message) is None

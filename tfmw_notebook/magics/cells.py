@@ -15,6 +15,7 @@ from . import cell_options
 from .base import CommandBase
 from .hints import (
     missing_name_hint,
+    mixed_keras_hint,
     no_scope_hint,
     private_network_hint,
     unshared_hosts_hint,
@@ -74,7 +75,8 @@ class CellCommand(CommandBase):
                     or unshared_hosts_hint(failure.error_name, failure.error_value,
                                            [w.host for w in cluster.workers])
                     or private_network_hint(failure.error_value, cluster.in_private_network)
-                    or no_scope_hint(failure.error_value))
+                    or no_scope_hint(failure.error_value)
+                    or mixed_keras_hint(failure.error_name, failure.error_value))
             if hint:
                 failure.add_hint(hint)
             raise

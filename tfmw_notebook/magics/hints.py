@@ -72,3 +72,46 @@ def no_scope_hint(error_value: str) -> str | None:
     return ("this code cannot run inside the strategy's scope (which %%tfdist enters for "
             "every cell), e.g. calling a loaded SavedModel: run the cell with "
             "`%%tfdist --no-scope`")
+
+
+# Errors that mixing the two Kerases (or Keras 3 without the workers' corrections) raises.
+_MIXED = ("This cell mixes Keras 3 (`import keras`) with tf-keras (`tf.keras` when "
+          "TF_USE_LEGACY_KERAS=1): take the model, layers, optimizer and callbacks from one.")
+# (exception type, pattern searched in the message, hint); observed messages, Keras 3.15.1
+# and tf-keras 2.21, are in tests/test_keras3_corrections_unit.py
+_HINTS: tuple[tuple[str, str, str], ...] = (
+    ("ValueError", r"Could not interpret optimizer identifier: <(tf_keras|keras)\.src\.",
+     _MIXED),
+    ("ValueError", r"Only instances of `keras\.Layer` can be added .*<tf_keras\.", _MIXED),
+    ("TypeError", r"The added layer must be an instance of class Layer\..*'keras\.src\.",
+     _MIXED),
+    ("AttributeError", r"^'tuple' object has no attribute 'rank'$", _MIXED),
+    ("AttributeError", r"^'Variable' object has no attribute '_unique_id'$", _MIXED),
+    ("AttributeError", r"has no attribute '_implements_(train|test|predict)_batch_hooks'",
+     _MIXED),
+    ("TypeError", r"Unrecognized keyword arguments: \['batch_shape'\]",
+     "This file was saved by Keras 3, which tf-keras cannot read: load it with "
+     "keras.saving.load_model (`tf.keras` is tf-keras when TF_USE_LEGACY_KERAS=1)."),
+    ("ValueError", r"Attempt to convert a value \(.*PerReplica",
+     "Keras 3 cannot train under MultiWorkerMirroredStrategy without tfmw_notebook's Keras 3 "
+     "corrections (keras-team/keras#20585), not applied on this worker: apply them, or use "
+     "tf-keras."),
+    ("ValueError", r"Invalid reduction dimension 0 for input with 0 dimensions.*div_no_nan",
+     "Keras 3 cannot train under MultiWorkerMirroredStrategy without tfmw_notebook's Keras 3 "
+     "corrections (keras-team/keras#20585), not applied on this worker: apply them, or use "
+     "tf-keras."),
+    ("InvalidArgumentError", r"You must feed a value for placeholder tensor.*multi_step_on_",
+     "Keras 3 cannot run steps_per_execution > 1 under MultiWorkerMirroredStrategy "
+     "(collectives inside its tf.while_loop fail): compile with steps_per_execution=1."),
+)
+
+
+def mixed_keras_hint(exc_type_name: str, message: str) -> str | None:
+    """One line saying what to do, for an error that mixing tf-keras and Keras 3 objects (or
+    Keras 3 under MWMS without the corrections) raises; None for any other error.
+    `exc_type_name` may be qualified ("tensorflow.errors.InvalidArgumentError")."""
+    short = exc_type_name.rsplit(".", 1)[-1]
+    for type_name, pattern, hint in _HINTS:
+        if short == type_name and re.search(pattern, message, re.DOTALL):
+            return hint
+    return None

@@ -10,8 +10,8 @@ Invariant: a correction changes what Keras does only under a strategy in multi-w
 (Keras' own test, `_collective_all_reduce_multi_worker`); with no strategy, the default
 strategy, MirroredStrategy or a one-worker MWMS, Keras runs its own code. Each was measured
 on 2 workers to be needed (a scenario fails without it) and, with the others, sufficient:
-weights identical on both workers, and equal to one process on the global batch
-(/tmp/keras3/RESULTS.md in the change that added this module).
+weights identical on both workers, and equal to one process on the global batch (measured
+with 2 plain processes and TF_CONFIG; report: /tmp/keras3/RESULTS.md).
 
 Standard library only at import time; Keras is imported by `apply()`.
 """
@@ -28,8 +28,8 @@ from typing import Any
 
 from ..protocol.warning import TFDistWarning
 
-# Keras versions the corrections were verified on (2 workers, TF 2.21, CPU): 3.10.0,
-# 3.13.2 and 3.15.1, whose patched internals are the same.
+# Keras versions the corrections were verified on (2 workers, TF 2.21, CPU): 3.10.0, 3.13.2
+# and 3.15.1. The internals they patch read the same in all three (3.11, 3.12, 3.14 not run).
 VERIFIED_KERAS: tuple[str, str] = (">=3.10", "<3.16")
 
 _MARK = "_tfmw_keras3_correction"   # set on every replacement, so nothing is patched twice
@@ -269,45 +269,3 @@ def apply() -> list[str]:
         correction()
     _applied = list(CORRECTIONS)
     return list(_applied)
-
-
-# --- hints for errors that mixing the two Kerases, or no corrections, produce --------------
-
-_MIXED = ("This cell mixes Keras 3 (`import keras`) with tf-keras (`tf.keras` when "
-          "TF_USE_LEGACY_KERAS=1): take the model, layers, optimizer and callbacks from one.")
-# (exception type, pattern searched in the message, hint); observed messages, Keras 3.15.1
-# and tf-keras 2.21, are in tests/test_keras3_corrections_unit.py.
-_HINTS: tuple[tuple[str, str, str], ...] = (
-    ("ValueError", r"Could not interpret optimizer identifier: <(tf_keras|keras)\.src\.",
-     _MIXED),
-    ("ValueError", r"Only instances of `keras\.Layer` can be added .*<tf_keras\.", _MIXED),
-    ("TypeError", r"The added layer must be an instance of class Layer\..*'keras\.src\.",
-     _MIXED),
-    ("AttributeError", r"^'tuple' object has no attribute 'rank'$", _MIXED),
-    ("AttributeError", r"^'Variable' object has no attribute '_unique_id'$", _MIXED),
-    ("AttributeError", r"has no attribute '_implements_(train|test|predict)_batch_hooks'",
-     _MIXED),
-    ("TypeError", r"Unrecognized keyword arguments: \['batch_shape'\]",
-     "This file was saved by Keras 3, which tf-keras cannot read: load it with "
-     "keras.saving.load_model (`tf.keras` is tf-keras when TF_USE_LEGACY_KERAS=1)."),
-    ("ValueError", r"Attempt to convert a value \(.*PerReplica",
-     "Keras 3 cannot train under MultiWorkerMirroredStrategy without tfmw_notebook's Keras 3 "
-     "corrections (keras-team/keras#20585), and they are not applied here: use tf-keras."),
-    ("ValueError", r"Invalid reduction dimension 0 for input with 0 dimensions.*div_no_nan",
-     "Keras 3 cannot train under MultiWorkerMirroredStrategy without tfmw_notebook's Keras 3 "
-     "corrections (keras-team/keras#20585), and they are not applied here: use tf-keras."),
-    ("InvalidArgumentError", r"You must feed a value for placeholder tensor.*multi_step_on_",
-     "Keras 3 cannot run steps_per_execution > 1 under MultiWorkerMirroredStrategy "
-     "(collectives inside its tf.while_loop fail): compile with steps_per_execution=1."),
-)
-
-
-def mixed_keras_hint(exc_type_name: str, message: str) -> str | None:
-    """One line saying what to do, for an error that mixing tf-keras and Keras 3 objects (or
-    Keras 3 under MWMS without the corrections) raises; None for any other error.
-    `exc_type_name` may be qualified ("tensorflow.errors.InvalidArgumentError")."""
-    short = exc_type_name.rsplit(".", 1)[-1]
-    for type_name, pattern, hint in _HINTS:
-        if short == type_name and re.search(pattern, message, re.DOTALL):
-            return hint
-    return None

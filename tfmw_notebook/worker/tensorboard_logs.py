@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
+from typing import Any
 
 # Directories the chief's TensorBoard callbacks wrote to, oldest first (for
 # `%tfdist tensorboard` with no directory).
@@ -27,13 +29,24 @@ def log_dirs() -> list[str]:
     return list(_chief_log_dirs)
 
 
+def tensorboard_classes() -> tuple[type, ...]:
+    """Keras' TensorBoard callback classes in this process: `tf.keras`'s, and Keras 3's when a
+    cell imported `keras` on tf-keras workers (its callback writes logs on every worker too)."""
+    import tensorflow as tf
+
+    classes: list[type] = [tf.keras.callbacks.TensorBoard]
+    keras = sys.modules.get("keras")
+    board = getattr(getattr(keras, "callbacks", None), "TensorBoard", None)
+    if isinstance(board, type) and board not in classes:
+        classes.append(board)
+    return tuple(classes)
+
+
 @contextlib.contextmanager
 def chief_only_logs(callbacks: list, *, is_chief: bool):
     """While a fit runs: the TensorBoard callbacks among `callbacks` write to their own
     directories on the chief, and to a temporary directory elsewhere."""
-    import tensorflow as tf
-
-    boards = [c for c in callbacks if isinstance(c, tf.keras.callbacks.TensorBoard)]
+    boards: list[Any] = [c for c in callbacks if isinstance(c, tensorboard_classes())]
     if is_chief or not boards:
         for board in boards:
             path = os.path.abspath(str(board.log_dir))
