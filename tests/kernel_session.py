@@ -76,9 +76,17 @@ class KernelSession:
                 out.updates.append(content["data"])
             elif kind == "status" and content["execution_state"] == "idle":
                 idle = True
-        reply = self.client.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
-        out.status = reply["content"]["status"]
+        out.status = self._reply_to(msg_id, deadline)["content"]["status"]
         return out
+
+    def _reply_to(self, msg_id: str, deadline: float) -> dict:
+        """The shell reply to `msg_id`. Other replies are skipped: a kernel slow to start
+        answers every kernel_info request `wait_for_ready` re-sent, and reading those as
+        a cell's reply would shift every later cell's status by one."""
+        while True:
+            reply = self.client.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply
 
     def ok(self, code: str, timeout: float = 120.0) -> CellOutput:
         """Execute and insist that the cell succeeded."""
