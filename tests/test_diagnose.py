@@ -103,7 +103,7 @@ def test_named_model_and_data_and_bad_names(kernel):
     assert out.stderr.strip() == "UsageError: the workers have no variable named 'nope'"
     kernel.ok("%%tfdist\nnot_compiled = tf.keras.Sequential([tf.keras.layers.Dense(1)])")
     out = kernel.execute("%tfdist diagnose --model not_compiled --data small_data", timeout=60)
-    assert "not_compiled is not a compiled tf.keras model" in out.stderr, out.stderr
+    assert "not_compiled is not a compiled Keras model" in out.stderr, out.stderr
     kernel.ok("%tfdist status")
 
 

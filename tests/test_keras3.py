@@ -1,4 +1,4 @@
-"""Keras 3 on the workers (`%tfdist start --keras 3`), and `import keras` on tf-keras ones.
+"""Keras 3 on the workers (the default, `--keras 3`), and tf-keras ones (`--keras 2`).
 
 Real 2-worker clusters: code written as keras.io teaches trains with identical weights on
 both workers, the same weights one process gets on the global batch; saving from every
@@ -18,6 +18,13 @@ pytestmark = pytest.mark.timeout(900)
 @pytest.fixture(scope="module")
 def keras3(tmp_path_factory):
     with kernel_with_cluster(str(tmp_path_factory.mktemp("keras3")), flags="--keras 3") as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def keras2(tmp_path_factory):
+    """Workers that run tf-keras (`--keras 2`), for legacy code."""
+    with kernel_with_cluster(str(tmp_path_factory.mktemp("keras2")), flags="--keras 2") as s:
         yield s
 
 
@@ -52,9 +59,10 @@ def digests(kernel) -> list[str]:
     return json.loads(kernel.ok(DIGESTS).stdout.strip().splitlines()[-1])
 
 
-def test_the_start_line_says_which_keras(keras3, tf_kernel):
+def test_the_start_line_says_which_keras(keras3, keras2, tf_kernel):
     assert "Keras 3." in keras3.start_line, keras3.start_line
-    assert "tf-keras 2." in tf_kernel.start_line, tf_kernel.start_line
+    assert "Keras 3." in tf_kernel.start_line, tf_kernel.start_line   # the default
+    assert "tf-keras 2." in keras2.start_line, keras2.start_line
     out = keras3.ok("%%tfdist\nimport keras\n"
                     "print(keras.__version__.split('.')[0], tf.keras.Model is keras.Model)")
     assert "[worker 0] 3 True" in out.stdout or out.stdout.strip().endswith("3 True"), out.stdout
@@ -136,20 +144,20 @@ _weights = [w for w in model.get_weights()]
 TOLERANCE = 1e-5
 
 
-def test_weights_agree_with_one_process_and_with_tf_keras(keras3, tf_kernel):
+def test_weights_agree_with_one_process_and_with_tf_keras(keras3, keras2):
     """(a) Keras 3 on 2 workers, (b) Keras 3 in one process on the global batch, (c) tf-keras
     on 2 workers: after 8 SGD steps the weights agree within TOLERANCE (float32 sums in
     another order), and both workers of each cluster hold identical weights."""
     keras3.ok("%%tfdist --no-dashboard --no-checkpoint\nimport keras\n"
               + NUMERICS.format(keras="keras"), timeout=300)
-    tf_kernel.ok("%%tfdist --no-dashboard --no-checkpoint\n" + NUMERICS.format(keras="tf.keras"),
+    keras2.ok("%%tfdist --no-dashboard --no-checkpoint\n" + NUMERICS.format(keras="tf.keras"),
                  timeout=300)
-    assert len(set(digests(keras3))) == 1 and len(set(digests(tf_kernel))) == 1
+    assert len(set(digests(keras3))) == 1 and len(set(digests(keras2))) == 1
     compare = ("import numpy as np, keras, json\nfrom tfmw_notebook import active_cluster\n"
                "_w = active_cluster().pull(['_weights'])['_weights']\n"
                "print(json.dumps([w.tolist() for w in _w]))")
     on_keras3 = json.loads(keras3.ok(compare).stdout.strip().splitlines()[-1])
-    on_tf_keras = json.loads(tf_kernel.ok(compare).stdout.strip().splitlines()[-1])
+    on_tf_keras = json.loads(keras2.ok(compare).stdout.strip().splitlines()[-1])
     alone = keras3.ok("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '-1'\n"
                       "import tensorflow as tf, keras, json\n"
                       + NUMERICS.format(keras="keras")
@@ -202,11 +210,11 @@ def test_a_loaded_savedmodel_needs_no_scope_and_the_error_says_so(keras3):
     assert "shape (4, 1)" in out.stdout, out.stdout
 
 
-def test_import_keras_trains_on_tf_keras_workers_too(tf_kernel):
-    tf_kernel.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA + MODEL +
+def test_import_keras_trains_on_tf_keras_workers_too(keras2):
+    keras2.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA + MODEL +
                  "model.fit(x, y, batch_size=64, epochs=1, verbose=0)\n" + KEEP_WEIGHTS,
                  timeout=300)
-    first, second = digests(tf_kernel)
+    first, second = digests(keras2)
     assert first == second
 
 
@@ -223,8 +231,8 @@ def test_tensorboard_keeps_the_chiefs_logs_only(keras3):
         assert "events 1" in out.stdout, (where, out.stdout)
 
 
-def test_mixing_the_two_kerases_is_named_in_one_line(tf_kernel):
-    out = tf_kernel.execute("%%tfdist\nimport keras\nmodel = keras.Sequential("
+def test_mixing_the_two_kerases_is_named_in_one_line(keras2):
+    out = keras2.execute("%%tfdist\nimport keras\nmodel = keras.Sequential("
                             "[keras.Input((8,)), tf.keras.layers.Dense(1)])", timeout=120)
     assert out.status == "error"
     assert "This cell mixes Keras 3 (`import keras`) with tf-keras" in out.error_text, \

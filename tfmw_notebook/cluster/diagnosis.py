@@ -2,13 +2,16 @@
 
 Each worker measured (worker/diagnose.py), in seconds: its training step, the
 step's communication (the gradient all-reduce plus the step's other collectives),
-reading one batch, and the local step (forward, backward, update) with every worker
-computing at once and alone. The verdict names the largest part of the step:
+reading one batch, the local step (forward, backward, update) with every worker
+computing at once and alone, and (Keras 3) the framework's own work around each step.
+The verdict names the largest part of the step:
 
     communication-bound  the all-reduce: larger batches per worker amortize it
     input-bound          reading batches: the tf.data pipeline is the limit
     compute-bound        the model's own work: the good case, unless the workers slow
                          each other down (they share the host's cores)
+    framework-bound      Keras 3's work around each step (Python, its loop, the check
+                         for a next batch): several steps per call amortize it
 
 Scaling efficiency is the cluster's examples/s against N x one worker's alone:
 (N x batch / step) / (N x batch / alone) = alone / step.
@@ -21,7 +24,7 @@ import html
 import statistics
 from dataclasses import dataclass
 
-PARTS = ("input", "compute", "communication")
+PARTS = ("input", "compute", "communication", "framework")
 # The batch a communication-bound verdict suggests: this many times the current one.
 BATCH_FACTOR = 4
 # Computing next to the others this much slower than alone: the workers contend.
@@ -42,6 +45,7 @@ class WorkerTimings:
     batch: int
     gradient_bytes: int
     collectives: int = 1
+    framework: float = 0.0   # Keras 3 only: its work around each step
 
     @classmethod
     def from_worker(cls, rank: int, measured: dict) -> WorkerTimings:
@@ -49,11 +53,12 @@ class WorkerTimings:
                    input=measured["input"], compute=measured["compute"],
                    alone=measured["alone"], batch=measured["batch"],
                    gradient_bytes=measured["gradient_bytes"],
-                   collectives=measured.get("collectives", 1))
+                   collectives=measured.get("collectives", 1),
+                   framework=measured.get("framework", 0.0))
 
     @property
     def parts_total(self) -> float:
-        return self.input + self.compute + self.communication
+        return self.input + self.compute + self.communication + self.framework
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class Diagnosis:
 
     @property
     def bound(self) -> str:
-        """'communication', 'input' or 'compute': the largest part of the step."""
+        """'communication', 'input', 'compute' or 'framework': the step's largest part."""
         return max(PARTS, key=self.median)
 
     @property
@@ -99,6 +104,10 @@ class Diagnosis:
             return (f"input-bound: reading a batch is {self.share('input'):.0%} of each step "
                     f"({step_ms:.1f} ms); give the tf.data pipeline more: .cache(), "
                     ".prefetch(tf.data.AUTOTUNE), map(..., num_parallel_calls=tf.data.AUTOTUNE)")
+        if self.bound == "framework":
+            return (f"framework-bound: Keras' own work around each step is "
+                    f"{self.share('framework'):.0%} of it ({step_ms:.1f} ms); run several "
+                    "steps per call: model.compile(..., steps_per_execution=8)")
         head = f"compute-bound: computation is {self.share('compute'):.0%} of each step"
         if self.efficiency >= SCALING_WELL:
             return f"{head}; scaling well ({self.efficiency:.0%} of {self.size} x one worker)"
@@ -110,13 +119,16 @@ class Diagnosis:
 
     def lines(self) -> list[str]:
         """A text table, a row per worker, milliseconds."""
+        framework = any(w.framework for w in self.workers)
         rows = [f"{'worker':>6} {'step':>8} {'input':>8} {'compute':>8} {'all-reduce':>10} "
-                f"{'alone':>8}  (ms per step; batch {int(self.median('batch'))} per worker, "
+                + (f"{'framework':>9} " if framework else "")
+                + f"{'alone':>8}  (ms per step; batch {int(self.median('batch'))} per worker, "
                 f"gradients {_size(self.median('gradient_bytes'))})"]
         for w in self.workers:
             rows.append(f"{w.rank:>6} {w.step * 1e3:>8.2f} {w.input * 1e3:>8.2f} "
                         f"{w.compute * 1e3:>8.2f} {w.communication * 1e3:>10.2f} "
-                        f"{w.alone * 1e3:>8.2f}")
+                        + (f"{w.framework * 1e3:>9.2f} " if framework else "")
+                        + f"{w.alone * 1e3:>8.2f}")
         return rows
 
     def __str__(self) -> str:

@@ -9,8 +9,9 @@ Layout (fixed):
         run.json                    {"run", "created", "workers", "tf_version"}
         ckpt-000003/                a complete checkpoint after 3 epochs
             meta.json               {"epoch", "step", "metrics", "wall_time", "saved_at",
-                                     "tf_version", "run", "model"}
+                                     "tf_version", "run", "model", "keras"}
             model.json              the architecture, so the notebook can rebuild the model
+                                    (with Keras 3, or tf-keras: meta.json's "keras", 3 or 2)
             weights.*               a tf.train.Checkpoint of the model and its optimizer
         .tmp-ckpt-000004-<nonce>/   being written, or left by a writer that died: not a checkpoint
 
@@ -79,6 +80,7 @@ class CheckpointInfo:
     tf_version: str | None = None
     run: str | None = None
     model: str | None = None
+    keras: int | None = None   # 3 or 2; None: saved before it was recorded (tf-keras)
 
 
 # -- reading -----------------------------------------------------------------------
@@ -128,6 +130,7 @@ def _read_checkpoint(path: str) -> tuple[CheckpointInfo | None, str]:
         tf_version=_str_or_none(meta.get("tf_version")),
         run=_str_or_none(meta.get("run")),
         model=_str_or_none(meta.get("model")),
+        keras=_int_or_none(meta.get("keras")),
     ), ""
 
 

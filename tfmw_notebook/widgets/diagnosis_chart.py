@@ -8,13 +8,14 @@ from .figures import SCALE, SHOWN_DPI, shown_width
 
 __all__ = ["render_diagnosis_png", "shown_width"]
 
-_COLORS = {"input": "C2", "compute": "C0", "communication": "C3"}
-_LABELS = {"input": "input", "compute": "compute", "communication": "all-reduce"}
+_COLORS = {"input": "C2", "compute": "C0", "communication": "C3", "framework": "C7"}
+_LABELS = {"input": "input", "compute": "compute", "communication": "all-reduce",
+           "framework": "framework"}
 
 
 def render_diagnosis_png(diagnosis, dpi: int = SHOWN_DPI * SCALE) -> bytes:
-    """Bars of input, compute and all-reduce (ms per step) for each worker, with the
-    measured step time marked; the verdict's first words as the title."""
+    """Bars of input, compute, all-reduce and (Keras 3) framework (ms per step) for each
+    worker, with the measured step time marked; the verdict's first words as the title."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -24,7 +25,9 @@ def render_diagnosis_png(diagnosis, dpi: int = SHOWN_DPI * SCALE) -> bytes:
     axes = figure.add_subplot(1, 1, 1)
     ranks = [f"worker {w.rank}" for w in workers]
     left = [0.0] * len(workers)
-    for part in ("input", "compute", "communication"):
+    for part in ("input", "compute", "communication", "framework"):
+        if part == "framework" and not any(w.framework for w in workers):
+            continue
         widths = [getattr(w, part) * 1e3 for w in workers]
         axes.barh(ranks, widths, left=left, color=_COLORS[part], label=_LABELS[part])
         left = [a + b for a, b in zip(left, widths)]

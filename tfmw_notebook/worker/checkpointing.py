@@ -25,7 +25,7 @@ import uuid
 from ..protocol import checkpoints
 from ..protocol.checkpoints import MODEL_JSON, WEIGHTS, trackables
 from ..protocol.run_options import CheckpointPolicy
-from . import chief_writes
+from . import chief_writes, keras_flavour
 
 
 def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics: dict,
@@ -54,6 +54,7 @@ def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics:
             "epoch": epoch, "step": step, "metrics": metrics, "wall_time": wall_time,
             "saved_at": time.time(), "tf_version": tf.__version__,
             "run": os.path.basename(os.path.normpath(run_dir)), "model": model.name,
+            "keras": keras_flavour.keras_of(model),   # which Keras reads model.json back
         })
         final = checkpoints.commit(temp, run_dir, epoch)
         temp = None

@@ -10,8 +10,9 @@ and returns its own timings, in seconds:
                  each timed as a one-number all-reduce
     input        one batch from the input pipeline on its own (this worker's share of
                  the global batch, as fit() distributes it)
-    compute      a local step on one batch: forward, backward and the update with the
-                 gradients applied unreduced; every worker at once, no communication
+    compute      a local step on one batch: forward, backward and (tf-keras) the update
+                 with the gradients applied unreduced; every worker at once, no
+                 communication
     alone        the same on this worker while the others wait (its speed alone)
 
 Each part is timed over `steps` calls in ROUNDS interleaved rounds; medians.
@@ -22,9 +23,13 @@ diagnosis trains nothing.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import Any
+
+from . import keras_flavour
 
 DEFAULT_STEPS = 20
 WARMUP_STEPS = 3
@@ -80,7 +85,6 @@ def last_result() -> dict[str, float]:
 
 
 def _chosen(model_name, data_name, batch_size) -> tuple:
-    import tensorflow as tf
     from IPython import get_ipython
 
     namespace = get_ipython().user_ns
@@ -93,8 +97,8 @@ def _chosen(model_name, data_name, batch_size) -> tuple:
     if model is None or data is None:
         raise LookupError("nothing to diagnose: no fit() has run in a %%tfdist cell yet; "
                           "train first, or name them: %tfdist diagnose --model M --data D")
-    if not isinstance(model, tf.keras.Model) or getattr(model, "optimizer", None) is None:
-        raise TypeError(f"{model_name or 'the model'} is not a compiled tf.keras model "
+    if keras_flavour.keras_of(model) is None or getattr(model, "optimizer", None) is None:
+        raise TypeError(f"{model_name or 'the model'} is not a compiled Keras model "
                         f"({type(model).__name__}): compile() it first")
     return model, data, batch_size or (None if data_name else last_batch)
 
@@ -102,40 +106,61 @@ def _chosen(model_name, data_name, batch_size) -> tuple:
 def _timings(strategy, model, dataset, steps: int) -> dict[str, float]:
     """Each part timed over `steps` calls, in ROUNDS interleaved rounds (the machine's
     speed drifts: a part timed only once could land in a slow spell); medians."""
-    import tensorflow as tf
-
-    batches = iter(strategy.experimental_distribute_dataset(dataset))
-    local = iter(strategy.experimental_distribute_dataset(dataset))
-    train = model.make_train_function()
-    gradients_all_reduce, scalar_all_reduce = _all_reduces(strategy, model)
-    batch = next(local)
-    forward_backward = _local_step(strategy, model, batch)
-
-    @tf.function
-    def read():
-        return next(local)
-
-    parts = {"step": lambda: train(batches), "all_reduce": gradients_all_reduce,
-             "latency": scalar_all_reduce, "input": read, "compute": forward_backward}
+    parts, batch, in_step, gradient_collectives = _parts(strategy, model, dataset)
     for action in parts.values():
         _timed(action, WARMUP_STEPS)                    # traces, fills pipelines
     rounds: dict[str, list[float]] = {name: [] for name in [*parts, "alone"]}
     for _ in range(ROUNDS):
         for name, action in parts.items():
             rounds[name].append(_timed(action, steps))
-        rounds["alone"].append(_alone(strategy, forward_backward, steps,
-                                      barrier=scalar_all_reduce))
+        rounds["alone"].append(_alone(strategy, parts["compute"], steps,
+                                      barrier=parts["latency"]))
     median = {name: statistics.median(values) for name, values in rounds.items()}
-    in_step = _collectives(train.get_concrete_function(batches))
-    other = max(0, in_step - _collectives(gradients_all_reduce.get_concrete_function()))
+    other = max(0, in_step - gradient_collectives)
     return {"step": median["step"],
             "communication": median["all_reduce"] + other * median["latency"],
             "all_reduce": median["all_reduce"], "collectives": in_step,
             "input": median["input"], "compute": median["compute"], "alone": median["alone"],
+            # Keras 3: its step function against the same step run bare
+            "framework": max(0.0, median["step"] - median["bare"]) if "bare" in median else 0.0,
             "steps": steps, "rounds": ROUNDS,
             "batch": _batch_size(strategy.experimental_local_results(batch)[0]),
-            "gradient_bytes": sum(int(v.shape.num_elements()) * v.dtype.size
-                                  for v in model.trainable_variables)}
+            "gradient_bytes": sum(_bytes(v) for v in model.trainable_variables)}
+
+
+def _parts(strategy, model, dataset) -> tuple[dict, Any, int, int]:
+    """The actions to time, one batch, and how many collectives a training step and the
+    gradient-shaped all-reduce each launch."""
+    import tensorflow as tf
+
+    batches = iter(strategy.experimental_distribute_dataset(dataset))
+    local = iter(strategy.experimental_distribute_dataset(dataset))
+    train = _train_function(model)
+    gradients_all_reduce, scalar_all_reduce = _all_reduces(strategy, model)
+    batch = next(local)
+
+    @tf.function
+    def read():
+        return next(local)
+
+    parts = {"step": lambda: train(batches), "all_reduce": gradients_all_reduce,
+             "latency": scalar_all_reduce, "input": read,
+             "compute": _local_step(strategy, model, batch)}
+    gradient_collectives = _collectives(gradients_all_reduce.get_concrete_function())
+    if hasattr(train, "get_concrete_function"):   # tf-keras: the step is a tf.function
+        return (parts, batch, _collectives(train.get_concrete_function(batches)),
+                gradient_collectives)
+    bare = _bare_step(strategy, model)
+    parts["bare"] = lambda: bare(batches)
+    return (_each_awaited(parts), batch, _collectives(bare.get_concrete_function(batches)),
+            gradient_collectives)
+
+
+def _bytes(variable) -> int:
+    """A variable's size (Keras 3 gives its shape as a tuple and its dtype as a name)."""
+    import tensorflow as tf
+
+    return math.prod(int(d) for d in variable.shape) * tf.as_dtype(variable.dtype).size
 
 
 def _all_reduces(strategy, model) -> tuple:
@@ -164,10 +189,35 @@ def _all_reduces(strategy, model) -> tuple:
     return gradients_all_reduce, scalar_all_reduce
 
 
-def _local_step(strategy, model, batch):
-    """A step as fit() makes it, in replica context, but with the gradients applied
-    unreduced: nothing in it talks to the other workers."""
+def _train_function(model):
+    """fit()'s step function: tf-keras returns it, Keras 3 keeps it on the model."""
+    made = model.make_train_function()
+    return made if made is not None else model.train_function
+
+
+def _bare_step(strategy, model):
+    """Keras 3's training step with nothing around it: the model's train_step on every
+    replica and its logs averaged over the workers, as fit() does each step (Keras 3's
+    step function is Python around a tf.function; tf-keras' is the tf.function)."""
     import tensorflow as tf
+    from keras.src.backend.tensorflow import trainer
+
+    @tf.function
+    def bare(iterator):
+        outputs = strategy.run(model.train_step, args=(next(iterator),))
+        return trainer.reduce_per_replica(outputs, strategy, reduction="auto")
+
+    return bare
+
+
+def _local_step(strategy, model, batch):
+    """A step as fit() makes it, in replica context, but nothing in it talks to the other
+    workers: tf-keras applies the gradients unreduced; Keras 3's optimizer always
+    all-reduces them, so there the step stops at the gradients."""
+    import tensorflow as tf
+
+    if keras_flavour.keras_of(model) == 3:
+        return _local_gradients(strategy, model, batch)
 
     def step(batch):
         x, y, weights = _unpack(batch)
@@ -180,6 +230,26 @@ def _local_step(strategy, model, batch):
         model.optimizer.apply_gradients(zip(gradients, variables, strict=True),
                                         skip_gradients_aggregation=True)
         return loss
+
+    @tf.function
+    def local_step():
+        return strategy.run(step, args=(batch,))
+
+    return local_step
+
+
+def _local_gradients(strategy, model, batch):
+    """Keras 3's forward and backward pass, in replica context, with no all-reduce."""
+    import tensorflow as tf
+
+    def step(batch):
+        x, y, weights = _unpack(batch)
+        with tf.GradientTape() as tape:
+            predictions = model(x, training=True)
+            loss = model.compute_loss(x=x, y=y, y_pred=predictions, sample_weight=weights,
+                                      training=True)
+        gradients = tape.gradient(loss, model.trainable_variables)
+        return tf.add_n([tf.reduce_sum(g) for g in gradients if g is not None])
 
     @tf.function
     def local_step():
@@ -211,18 +281,34 @@ def _collectives(concrete) -> int:
     return sum(1 for node in nodes if node.op.startswith(_COLLECTIVE_OPS))
 
 
+def _each_awaited(parts: dict) -> dict:
+    """Keras 3's fit waits for each step to end (it asks whether the next batch exists
+    before starting another), so its step is a sum of latencies: each part is timed
+    the same way, waiting for every call, not only the last."""
+    def awaited(action):
+        return lambda: _awaited(action())
+
+    return {name: awaited(action) for name, action in parts.items()}
+
+
 def _timed(action, count: int) -> float:
     """Seconds per call of `action`, `count` calls, waiting for the last result."""
-    import tensorflow as tf
-
     began = time.perf_counter()
     result = None
     for _ in range(count):
         result = action()
+    _awaited(result)
+    return (time.perf_counter() - began) / count
+
+
+def _awaited(result):
+    """`result`, once the device has finished computing it."""
+    import tensorflow as tf
+
     for tensor in tf.nest.flatten(result, expand_composites=True):
         if hasattr(tensor, "numpy"):
-            tensor.numpy()      # the device has finished
-    return (time.perf_counter() - began) / count
+            tensor.numpy()
+    return result
 
 
 def _as_dataset(data, batch_size: int | None):

@@ -16,7 +16,7 @@ from typing import Any
 from ..protocol import checkpoints
 from ..protocol.checkpoints import trackables
 from ..protocol.run_options import CheckpointPolicy
-from . import chief_writes
+from . import chief_writes, keras_flavour
 
 SNAPSHOT = checkpoints.WEIGHTS  # a snapshot directory is laid out like a checkpoint's
 
@@ -66,7 +66,7 @@ def replay_fit(model, record: dict[str, Any], *, rank: int):
     with chief_writes.as_named():
         status = tf.train.Checkpoint(**trackables(model)).read(os.path.join(path, SNAPSHOT))
     status.expect_partial()  # a model built lazily restores when it is first called
-    history = tf.keras.callbacks.History()
+    history = keras_flavour.keras_package(model).callbacks.History()
     history.set_model(model)
     history.history = {key: list(values) for key, values in record["history"].items()}
     history.params = dict(record["params"])
@@ -92,7 +92,10 @@ def _build_optimizer(model) -> None:
     optimizer = getattr(model, "optimizer", None)
     if optimizer is None or not getattr(model, "built", False):
         return
-    # tf-keras' optimizers build their slots from a variable list; the legacy ones
-    # restore theirs when first created (TensorFlow's deferred restoration).
-    if hasattr(optimizer, "_build_index_dict") and not getattr(optimizer, "_built", False):
+    # Keras 3's and tf-keras' optimizers build their slots from a variable list; tf-keras'
+    # legacy ones restore theirs when first created (TensorFlow's deferred restoration).
+    if keras_flavour.keras_of(model) == 3:
+        if not optimizer.built:
+            optimizer.build(model.trainable_variables)
+    elif hasattr(optimizer, "_build_index_dict") and not getattr(optimizer, "_built", False):
         optimizer.build(model.trainable_variables)

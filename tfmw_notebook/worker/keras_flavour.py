@@ -60,3 +60,19 @@ def describe() -> str:
     if tf.keras.__name__.split(".")[0] == "tf_keras":
         return f"tf-keras {importlib.metadata.version('tf-keras')}"
     return f"Keras {importlib.metadata.version('keras')}"
+
+
+def keras_of(model) -> int | None:
+    """3 for a Keras 3 model, 2 for a tf-keras one (a user's subclass: its Keras base),
+    None for anything else. Both Kerases may meet on a tf-keras worker, where
+    `import keras` is Keras 3."""
+    for cls in type(model).__mro__:
+        package = cls.__module__.split(".")[0]
+        if package in ("keras", "tf_keras"):
+            return 3 if package == "keras" else 2
+    return None
+
+
+def keras_package(model):
+    """The Keras module `model` belongs to (`keras` or `tf_keras`), for its callbacks."""
+    return importlib.import_module("tf_keras" if keras_of(model) == 2 else "keras")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.run_options import CellOptions, FitState
-from . import checkpointing, fit_state, tensorboard_logs
+from . import checkpointing, fit_state, keras_flavour, tensorboard_logs
 from .keras_callbacks import keras_callbacks
 from .reporting import EventPublisher
 
@@ -197,15 +197,26 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
                                        for c in _callbacks(args, kwargs, positions)):
         extra.append(tf.keras.callbacks.TensorBoard(log_dir=options.tensorboard))
     if options.backup is not None:
-        extra.append(tf.keras.callbacks.BackupAndRestore(
-            os.path.join(options.backup.directory, f"fit-{_cell.fits}"),
-            save_freq=options.backup.save_freq, delete_checkpoint=True))
+        extra.append(_backup(model, options.backup))
         extra.append(ours.resume_notice(is_chief=_worker.is_chief))
     if options.checkpoint is not None:
         extra.append(ours.checkpoint_saver(
             policy=options.checkpoint, rank=_worker.rank, is_chief=_worker.is_chief,
             world_size=_worker.world_size))
     return extra
+
+
+def _backup(model, backup):
+    """The automatic BackupAndRestore of this fit (`--max-restarts`)."""
+    import tensorflow as tf
+
+    # Keras 3 writes its backup in place: a worker stopped mid-write (a restart stops them
+    # all) left one it could not read (measured); it then falls back to the previous one,
+    # which it keeps with double_checkpoint.
+    keras3 = {"double_checkpoint": True} if keras_flavour.keras_of(model) == 3 else {}
+    return tf.keras.callbacks.BackupAndRestore(
+        os.path.join(backup.directory, f"fit-{_cell.fits}"), save_freq=backup.save_freq,
+        delete_checkpoint=True, **keras3)
 
 
 def _samples_per_step(args: tuple, kwargs: dict, positions: dict) -> int | None:
