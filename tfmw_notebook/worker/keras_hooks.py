@@ -109,6 +109,7 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
                                                                         positions)
             _worker.last_fit = (self, x if y is None else (x, y),
                                 _argument("batch_size", args, kwargs, positions))
+            _no_default_shuffle_warning(x, args, kwargs, positions)
         if outermost and training and _cell.state.replay is not None:
             record = _next_replay_record(_cell.state.replay)
             if record is not None:
@@ -139,6 +140,16 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
     # A function takes attributes; mypy's view of what functools.wraps returns does not.
     setattr(wrapper, _WRAPPED, True)
     return wrapper
+
+
+def _no_default_shuffle_warning(x, args: tuple, kwargs: dict, positions: dict) -> None:
+    """Keras 3 warns "`shuffle=True` was passed, but will be ignored" at every fit on a
+    tf.data pipeline, though the call never passed it (it is fit's default). Saying
+    shuffle=False changes nothing for a pipeline and keeps that line out of the cell."""
+    if "shuffle" in kwargs or "shuffle" not in positions or len(args) > positions["shuffle"]:
+        return
+    if type(x).__module__.startswith("tensorflow.python.data"):
+        kwargs["shuffle"] = False
 
 
 def _next_replay_record(records: tuple[dict[str, Any], ...]) -> dict[str, Any] | None:
