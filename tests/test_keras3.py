@@ -237,3 +237,87 @@ def test_mixing_the_two_kerases_is_named_in_one_line(keras2):
     assert out.status == "error"
     assert "This cell mixes Keras 3 (`import keras`) with tf-keras" in out.error_text, \
         out.error_text
+
+
+BATCH_NORM_FIT = """\
+import keras
+from keras.src.layers.normalization import batch_normalization as _bn
+_corrected = _bn.BatchNormalization.add_weight
+if not {corrected}:   # as Keras 3 ships it, for the comparison
+    _bn.BatchNormalization.add_weight = _corrected.__wrapped__
+try:
+    class Custom(keras.Model):
+        def train_step(self, data):
+            x, y = data
+            with tf.GradientTape() as tape:
+                y_pred = self(x, training=True)
+                loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
+            self.optimizer.apply(tape.gradient(loss, self.trainable_variables),
+                                 self.trainable_variables)
+            for metric in self.metrics:
+                if metric.name == "loss":
+                    metric.update_state(loss)
+                else:
+                    metric.update_state(y, y_pred)
+            return {{m.name: m.result() for m in self.metrics}}
+
+    keras.utils.set_random_seed(1)
+    inputs = keras.Input((8,))
+    hidden = keras.layers.BatchNormalization()(keras.layers.Dense(16, activation="relu")(inputs))
+    model = Custom(inputs, keras.layers.Dense(1)(hidden))
+    model.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse", metrics=["mae"])
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+    h = model.fit(data, epochs=4, validation_data=data.take(2), verbose=0, callbacks=[
+        keras.callbacks.EarlyStopping(monitor="val_loss", patience=2),
+        keras.callbacks.ReduceLROnPlateau(monitor="val_loss", patience=1)])
+finally:
+    _bn.BatchNormalization.add_weight = _corrected
+print("epochs", len(h.history["loss"]), "learning_rate" in h.history)
+""" + KEEP_WEIGHTS
+
+
+def test_batch_norm_statistics_agree_with_the_correction_only(keras3):
+    """A custom train_step with BatchNormalization, EarlyStopping and ReduceLROnPlateau:
+    with Keras 3 as shipped each worker keeps its own moving statistics (its own shard's);
+    with the correction (mean_moving_statistics) both workers hold the same weights."""
+    for corrected in (False, True):
+        out = keras3.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA
+                        + BATCH_NORM_FIT.format(corrected=corrected), timeout=300)
+        assert "epochs 4 True" in out.stdout, out.stdout
+        first, second = digests(keras3)
+        assert (first == second) is corrected, (corrected, first, second)
+
+
+MIXED_PRECISION_FIT = """\
+import keras
+keras.mixed_precision.set_global_policy("mixed_float16")
+try:
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                              keras.layers.Dense(1, dtype="float32")])
+    model.compile(optimizer=keras.optimizers.SGD(1e-4), loss="mse")
+    # Each worker reads its own data (no sharding); worker 1's is large enough that its
+    # loss-scaled gradients overflow float16 where worker 0's do not.
+    scale = 1.0 if tfdist.rank == 0 else 200.0
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    data = tf.data.Dataset.from_tensor_slices((x * scale, y * scale)).batch(32).repeat()
+    model.fit(data.with_options(options), epochs=2, steps_per_epoch=10, verbose=0)
+finally:
+    keras.mixed_precision.set_global_policy("float32")
+print("scale", float(model.optimizer.dynamic_scale.numpy()))
+""" + KEEP_WEIGHTS
+
+
+def test_mixed_precision_workers_skip_or_apply_each_step_together(keras3):
+    """mixed_float16 on two workers whose gradients overflow on one only: with the correction
+    (agree_on_finite_grads) both skip the same steps and hold the same weights; as Keras 3
+    ships it the worker that applies a step waits for the other in its all-reduce forever."""
+    out = keras3.ok("%%tfdist --no-dashboard --no-checkpoint --all-output --timeout 120\n"
+                    + DATA + MIXED_PRECISION_FIT, timeout=300)
+    scales = sorted(line.split("scale ", 1)[1] for line in out.stdout.splitlines()
+                    if "scale " in line)
+    assert len(scales) == 2 and scales[0] == scales[1], out.stdout
+    assert float(scales[0]) < 2.0 ** 15, scales   # some steps were skipped, by both
+    first, second = digests(keras3)
+    assert first == second
