@@ -2,6 +2,7 @@
 stops every worker; restarting the kernel from the menu leaves no process behind."""
 
 import os
+import re
 import time
 
 import nbformat
@@ -44,6 +45,23 @@ def workers_running(server):
     return [p for p in engines if p.ppid() not in pids]
 
 
+def seconds_until_gone(pids, since: float, limit: float) -> float:
+    """Seconds from `since` until none of `pids` runs (a zombie has stopped running)."""
+    deadline = since + limit
+    while time.monotonic() < deadline:
+        if not any(_running(pid) for pid in pids):
+            return time.monotonic() - since
+        time.sleep(0.05)
+    raise AssertionError(f"workers {sorted(pids)} still ran {limit:.0f} s after the interrupt")
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _cmdline(process):
     try:
         return process.cmdline()
@@ -71,14 +89,19 @@ def test_the_toolbar_interrupt_button_stops_every_worker(start_app, page, screen
     time.sleep(1.0)
     pressed = time.monotonic()
     page.locator('jp-button[data-command="notebook:interrupt-kernel"]').click()
+    stopped = seconds_until_gone(engines, pressed, limit=30)
     wait_for(page, lambda s: not s["running"] and s["kernel"] == "idle", 30, "the cell to end")
     ended = time.monotonic() - pressed
     page.screenshot(path=os.path.join(screenshots, "interrupted.png"))
-    assert ended <= 5.0, f"the cell ended {ended:.1f} s after the interrupt"
+    assert stopped <= 5.0, f"every worker stopped {stopped:.1f} s after the interrupt"
     message = training.inner_text()
     assert "interrupted: training was stopped on every worker" in message, message
-    assert all(not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
-               for pid in engines), "the interrupted workers were replaced"
+    # Then fresh workers start and get the earlier cells back before the cell ends: the
+    # cell ends within 5 s of the click plus the restart its message reports.
+    restart = float(re.search(r"restarted in ([0-9.]+) s", message).group(1))
+    assert ended <= 5.0 + restart, f"the cell ended {ended:.1f} s after the interrupt"
+    print(f"interrupt -> every worker stopped {stopped:.2f} s, cell ended {ended:.2f} s "
+          f"(restart {restart:.1f} s)")
     # The next %%tfdist cell runs.
     page.evaluate("""() => {
         const panel = window.jupyterapp.shell.currentWidget;

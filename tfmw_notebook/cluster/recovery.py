@@ -18,6 +18,7 @@ from ..errors import ClusterSetupError, TFDistError, WorkerFailed
 from ..protocol.run_options import CellOptions, FitState
 from ..protocol.tfconfig import EngineReport
 from .cell_watch import RunResult
+from .interrupt_hold import one_interrupt_held
 from .run_settings import RunSettings
 from .state_log import LoggedStep, RestoreReport, StateLog
 from .worker_calls import WorkerCalls
@@ -78,17 +79,19 @@ class Recovery:
     def _restarted(self, attempt: WorkerFailed, *, replay: bool) -> WorkerFailed:
         failure, cluster = attempt.failure, self.cluster
         log = cluster.state_log.snapshot()
-        try:
-            cluster.replace_workers()
-        except TFDistError as exc:
-            return WorkerFailed(failure, f"{failure.summary}; the workers could not be "
-                                f"restarted: {exc}")
+        with one_interrupt_held("restarting the workers"):
+            try:
+                cluster.replace_workers()
+            except TFDistError as exc:
+                return WorkerFailed(failure, f"{failure.summary}; the workers could not be "
+                                    f"restarted: {exc}")
         restarted = f"The workers were restarted in {cluster.last_restart_seconds:.1f} s"
         if not (replay and log):
             cluster.forget_state()
             return WorkerFailed(failure, f"{failure.summary}. {restarted}: their variables were "
                                 "reset, run the cells that define them again", recovered=True)
-        report = self.restore(log)
+        with one_interrupt_held("giving the fresh workers their state back"):
+            report = self.restore(log)
         return WorkerFailed(failure, f"{failure.summary}. {restarted} and {report.line()}",
                             recovered=True, restored=report.line())
 
