@@ -6,7 +6,6 @@ import threading
 import time
 
 import pytest
-
 from tfmw_notebook.cluster.interrupt_hold import one_interrupt_held
 
 pytestmark = pytest.mark.unit
