@@ -10,7 +10,10 @@ import signal
 import statistics
 import tempfile
 
+from tfmw_notebook.cluster.tfcluster import DEFAULT_KERAS
+
 from . import __doc__ as OVERVIEW
+from . import keras_choice
 from .common import (
     EXTRA_BOOTS,
     WARM_CELLS,
@@ -25,7 +28,7 @@ from .common import (
 from .floor import run_floor
 from .ray_train import ray_available, run_ray
 from .report import new_report, summarize, write_json
-from .table import print_table
+from .table import print_keras_comparison, print_table
 from .tfmw import start_shared, tfmw_boot_only, tfmw_round
 from .threads import split_threads, threads_round
 
@@ -41,6 +44,10 @@ def parse_args(argv=None):
     parser.add_argument("--job", choices=("dense", "cnn"), default="dense",
                         help="dense: a small dense model, fast steps (default); cnn: the "
                              "tutorial's CNN, heavier steps")
+    parser.add_argument("--keras", choices=("3", "2", "both"), default=str(DEFAULT_KERAS),
+                        help="the Keras every contender runs: 3 (as TensorFlow ships it), "
+                             "2 (tf-keras), or both, round by round, with Keras 3 against "
+                             f"tf-keras side by side (default {DEFAULT_KERAS}, the package's)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: 1 round, 30 steps, 10 trivial cells")
     parser.add_argument("--skip-cold", action="store_true",
@@ -151,13 +158,23 @@ def _extra_boots(entry, where, workdir, cell_path, index) -> None:
              f"{', '.join(f'{b:.2f}' for b in tfmw['extra_boots'])} s")
 
 
-def _rounds(report, args, job, cell_path, workdir, use_ray) -> None:
-    shared = start_shared(job) if args.skip_cold else None  # one warm cluster for all rounds
+def _rounds(reports: dict, args, job, cell_path, workdir, use_ray) -> None:
+    """`args.repeat` rounds for each Keras; with both, each round runs them in turn
+    (alternating which goes first), so a slow spell of the machine hits both alike."""
+    shared = {}
+    if args.skip_cold:   # one warm cluster per Keras for all rounds
+        for keras in reports:
+            keras_choice.current = keras
+            shared[keras] = start_shared(job)
     for index in range(args.repeat):
-        entry = {"round": index + 1}
-        report["rounds"].append(entry)
-        _round(entry, f"round {index + 1}/{args.repeat}", args, job, cell_path, workdir,
-               shared, use_ray, index)
+        order = list(reports) if index % 2 == 0 else list(reversed(reports))
+        for keras in order:
+            keras_choice.current = keras
+            entry = {"round": index + 1}
+            reports[keras]["rounds"].append(entry)
+            label = f" {keras_choice.name()}" if len(reports) > 1 else ""
+            _round(entry, f"round {index + 1}/{args.repeat}{label}", args, job, cell_path,
+                   workdir, shared.get(keras), use_ray and keras == 2, index)
 
 
 def _announce(report, args) -> None:
@@ -199,24 +216,52 @@ def main(argv=None) -> int:
     job = job_cell(args.epochs, args.steps, args.job)
     workdir, cell_path = _workdir(job)
     use_ray = not args.skip_ray and ray_available()
-    report = new_report(args, job, "installed" if use_ray else (
-        "skipped (--skip-ray)" if args.skip_ray else "ray not installed: skipped"))
-    _announce(report, args)
+    reports = _new_reports(args, job, use_ray)
+    _announce(next(iter(reports.values())), args)
 
     exit_code = 0
     _warm_the_notebook_side()
     try:
-        _rounds(report, args, job, cell_path, workdir, use_ray)
-        report["complete"] = True
+        _rounds(reports, args, job, cell_path, workdir, use_ray)
+        for report in reports.values():
+            report["complete"] = True
     except KeyboardInterrupt:
         progress("interrupted: cleaning up")
         exit_code = 130
     finally:
         cleanup()
+        _finish(reports, args, use_ray)
+    return exit_code
+
+
+def _new_reports(args, job: str, use_ray: bool) -> dict:
+    """One report per Keras run, Keras 3's first."""
+    reports = {}
+    for keras in ((3, 2) if args.keras == "both" else (int(args.keras),)):
+        keras_choice.current = keras
+        # Ray's trainer runs tf-keras only (its workers set TF_USE_LEGACY_KERAS=1).
+        ray = ("installed" if use_ray and keras == 2 else
+               "skipped (--skip-ray)" if args.skip_ray else
+               "skipped (Ray's trainer runs tf-keras)" if use_ray else
+               "ray not installed: skipped")
+        reports[keras] = new_report(args, job, ray)
+    return reports
+
+
+def _finish(reports: dict, args, use_ray: bool) -> None:
+    """Each Keras' table and JSON; with both, Keras 3 against tf-keras."""
+    for keras, report in reports.items():
         report["machine"]["loadavg_at_end"] = list(os.getloadavg())
         report["summary"] = summarize(report["rounds"], report["job"]["steps"])
-        if report["rounds"]:
-            print_table(report, use_ray, split_threads() if args.threads_experiment else None)
-            write_json(report, args.json)
-            progress(f"wrote {args.json}")
-    return exit_code
+        if not report["rounds"]:
+            continue
+        keras_choice.current = keras
+        if len(reports) > 1:
+            print(f"\n== {keras_choice.name()} ==")
+        print_table(report, use_ray and keras == 2,
+                    split_threads() if args.threads_experiment else None)
+        path = args.json if len(reports) == 1 else args.json.replace(".json", f"-keras{keras}.json")
+        write_json(report, path)
+        progress(f"wrote {path}")
+    if len(reports) == 2 and all(r["rounds"] for r in reports.values()):
+        print_keras_comparison(reports[3]["summary"], reports[2]["summary"])

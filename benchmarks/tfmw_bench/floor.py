@@ -11,9 +11,11 @@ import sys
 import threading
 import time
 
+from . import keras_choice
 from .common import FLOOR_TIMEOUT, WORKERS, BenchError, live_processes
 
-# A floor worker: argv = cell file, threads (0 = TF's default), number of fits.
+# A floor worker: argv = cell file, threads (0 = TF's default), number of fits, Keras (3 or
+# 2). With Keras 3 it applies the corrections tfmw's workers apply, after the strategy exists.
 FLOOR_WORKER = """\
 import json, sys, time
 
@@ -21,6 +23,7 @@ def say(**fields):
     print(json.dumps(fields), flush=True)
 
 cell_path, threads, fits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+keras = int(sys.argv[4]) if len(sys.argv) > 4 else 2
 with open(cell_path) as f:
     code = compile(f.read(), "<bench job>", "exec")
 import tensorflow as tf
@@ -29,6 +32,9 @@ if threads:
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(threads)
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
+if keras == 3:
+    from tfmw_notebook.worker import keras3_corrections
+    keras3_corrections.apply()
 say(event="ready", tf_version=tf.__version__, cpu_seconds=time.process_time())
 for index in range(fits):
     namespace = {"tf": tf, "strategy": strategy}
@@ -83,7 +89,7 @@ class _Workers:
         env = dict(os.environ,
                    TF_CONFIG=json.dumps({"cluster": cluster,
                                          "task": {"type": "worker", "index": index}}),
-                   TF_USE_LEGACY_KERAS="1", CUDA_VISIBLE_DEVICES="-1",
+                   TF_USE_LEGACY_KERAS=keras_choice.legacy_flag(), CUDA_VISIBLE_DEVICES="-1",
                    TF_CPP_MIN_LOG_LEVEL="2")
         err_path = os.path.join(self.workdir, f"floor-{index}.stderr")
         self.err_paths.append(err_path)
@@ -175,8 +181,8 @@ def run_floor(workdir: str, cell_path: str, *, threads: int = 0, fits: int = 1,
     began = time.monotonic()
     try:
         for index in range(size):
-            workers.spawn(index, [sys.executable, script, cell_path, str(threads), str(fits)],
-                          cluster)
+            workers.spawn(index, [sys.executable, script, cell_path, str(threads), str(fits),
+                                  str(keras_choice.current)], cluster)
         ready, fit_lines, exited = workers.collect(began + timeout, timeout, fits)
         chief = fit_lines[0]
         return {

@@ -11,6 +11,7 @@ import random
 import socket
 import statistics
 
+from . import keras_choice
 from .common import JOBS, WORKERS
 
 GOALS = {  # metric -> (comparison, bound, text)
@@ -93,7 +94,8 @@ def new_report(args, job: str, ray_status: str) -> dict:
         "args": {k: v for k, v in vars(args).items() if k != "json"},
         "job": {"name": args.job, "workers": WORKERS, **JOBS[args.job], "epochs": args.epochs,
                 "steps_per_epoch": args.steps, "steps": args.epochs * args.steps,
-                "keras": "tf-keras", "strategy": "MultiWorkerMirroredStrategy", "cell": job},
+                "keras": keras_choice.name(), "strategy": "MultiWorkerMirroredStrategy",
+                "cell": job},
         "rounds": [],
         "ray": ray_status,
         "complete": False,

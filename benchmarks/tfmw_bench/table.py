@@ -79,7 +79,8 @@ def _header(report: dict) -> list[str]:
         f"end {m.get('loadavg_at_end', [float('nan')])[0]:.2f}",
         f"job {j.get('name', 'dense')}: {j['workers']} workers, {j['model']}, "
         f"{j['features']} features, global batch "
-        f"{j['global_batch']}, {j['epochs']}x{j['steps_per_epoch']} = {j['steps']} steps; "
+        f"{j['global_batch']}, {j['epochs']}x{j['steps_per_epoch']} = {j['steps']} steps, "
+        f"{j.get('keras', 'tf-keras')}; "
         f"rounds: {len(report['rounds'])}" + ("" if report["complete"] else " (INCOMPLETE)"),
         "medians [min-max] in seconds unless noted; ratio = tfmw / floor (of medians)",
     ]
@@ -177,3 +178,28 @@ def _failures(report: dict) -> list[str]:
         return []
     return ["failed: " + ", ".join(f"round {n} {key}" for n, key in errors)
             + " (messages in the JSON)"]
+
+
+# Keras 3 against tf-keras: summary key -> what it is.
+KERAS_ROWS = {
+    "tfmw_boot": "tfmw start",
+    "floor_boot": "floor start",
+    "tfmw_warm_cell": "tfmw warm cell",
+    "floor_warm_cell": "floor warm cell",
+    "tfmw_warm_fit": "tfmw model.fit",
+    "floor_fit": "floor model.fit",
+}
+
+
+def print_keras_comparison(keras3: dict, keras2: dict) -> None:
+    """Keras 3's medians against tf-keras', from rounds that ran them in turn."""
+    print(RULE)
+    print("Keras 3 against tf-keras (same job, same rounds; ratio = Keras 3 / tf-keras)")
+    for key, label in KERAS_ROWS.items():
+        three, two = keras3.get(key), keras2.get(key)
+        if not three or not two:
+            print(f"  {label:<18} no samples")
+            continue
+        print(f"  {label:<18} {three['median']:8.3f} s  vs {two['median']:8.3f} s  "
+              f"{three['median'] / two['median']:6.2f}x")
+    print(RULE, flush=True)

@@ -9,6 +9,7 @@ import time
 
 from tfmw_notebook.protocol.run_options import CellOptions
 
+from . import keras_choice
 from .common import (
     CELL_TIMEOUT,
     DASHBOARD_PAIRS,
@@ -26,7 +27,7 @@ def tfmw_start():
     from tfmw_notebook import TFCluster
 
     began = time.perf_counter()
-    cluster = TFCluster.start(WORKERS, timeout=START_TIMEOUT)
+    cluster = TFCluster.start(WORKERS, timeout=START_TIMEOUT, keras=keras_choice.current)
     seconds = time.perf_counter() - began
     live_clusters.append(cluster)
     return cluster, seconds
