@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 
@@ -38,7 +39,8 @@ GROUPS = {
                "k3_fit_model_checkpoint"],
 }
 FIRST_JOB = ["manager_save", "k3_backup_restore", "k3_fit_backup_interrupted"]
-NEXT_JOB = ["manager_resume", "k3_backup_resume", "k3_fit_backup_resume"]
+NEXT_JOB = ["manager_resume", "k3_backup_resume", "k3_backup_resume_damaged",
+            "k3_fit_backup_resume"]
 
 
 def _outcome(summary: dict) -> str:
@@ -95,6 +97,7 @@ def test_every_worker_resumes_from_the_chiefs_checkpoint(tmp_path):
     for result in first["ranks"]:
         stopped = result["scenarios"]["k3_fit_backup_interrupted"]["notes"]
         assert stopped["interrupted"] == f"after epoch {ITERATIONS // 2}"
+    _damage_a_copy_of_the_backup(os.path.join(work, "backup3"), os.path.join(work, "backup3d"))
     second = run_pair(NEXT_JOB, work, str(tmp_path / "run2"), iterations=ITERATIONS,
                       deadline=120)
     assert not second["hung"] and all(second["ranks"]), _outcome(second)
@@ -106,6 +109,8 @@ def test_every_worker_resumes_from_the_chiefs_checkpoint(tmp_path):
         assert manager == {"latest": "managed/ckpt-20", "restored_step": ITERATIONS}
         backup = result["scenarios"]["k3_backup_resume"]["notes"]
         assert backup == {"initial_epoch": ITERATIONS, "restored_weight": float(ITERATIONS)}
+        previous = result["scenarios"]["k3_backup_resume_damaged"]["notes"]
+        assert previous == {"initial_epoch": ITERATIONS, "restored_weight": float(ITERATIONS)}
         assert result["scenarios"]["k3_fit_backup_resume"]["notes"]["first_epoch"] == (
             ITERATIONS // 2)
     weights = [result["scenarios"]["k3_fit_backup_resume"]["notes"]["weight"]
@@ -113,6 +118,17 @@ def test_every_worker_resumes_from_the_chiefs_checkpoint(tmp_path):
     assert weights[0] == weights[1]
     assert not any(path.startswith("backup3") for path in list_files(work))
     assert not second["ranks"][1]["copies_left_after_cleanup"]
+
+
+def _damage_a_copy_of_the_backup(backup: str, damaged: str) -> None:
+    """`damaged`: the backup kept as the previous one (`.bkp`, double_checkpoint), and its
+    latest one cut off mid-write, as a worker stopped while backing up leaves it."""
+    os.makedirs(damaged)
+    for name in ("latest.weights.h5", "training_metadata.json"):
+        shutil.copyfile(os.path.join(backup, name), os.path.join(damaged, name + ".bkp"))
+        shutil.copyfile(os.path.join(backup, name), os.path.join(damaged, name))
+    with open(os.path.join(damaged, "latest.weights.h5"), "r+b") as weights:
+        weights.truncate(100)
 
 
 # --- the module alone (no TensorFlow) ----------------------------------------------------------

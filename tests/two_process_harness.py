@@ -514,6 +514,28 @@ def step_k3_backup_resume(ctx: Context, i: int) -> None:
     callback.on_train_end()     # a fit that ends removes the backup (each worker its own)
 
 
+def step_k3_backup_resume_damaged(ctx: Context, i: int) -> None:
+    """The previous job's backup was cut off mid-write, the one before it kept beside it
+    (`double_checkpoint`, as the package's automatic backups do): every worker restores the
+    one before. The chief repairs its directory (Keras' own fallback); the other worker reads
+    the damaged file first, so it must fall back itself."""
+    import keras
+    model = _keras3_model(ctx)
+    _set_weights(model, 0.0)
+    callback = keras.callbacks.BackupAndRestore("backup3d", double_checkpoint=True)
+    callback.set_model(model)
+    if ctx.is_chief:
+        ctx.barrier()               # the other worker has read the damaged backup
+        callback.on_train_begin()
+    else:
+        callback.on_train_begin()
+        ctx.barrier()
+    ctx.notes["initial_epoch"] = model._initial_epoch
+    ctx.notes["restored_weight"] = _first_weight(model)
+    ctx.barrier()                   # a fit's first step: see _keras3_callback
+    callback.on_train_end()
+
+
 def _fit_keras3(ctx: Context, callbacks: list, epochs: int) -> Any:
     """A Keras 3 fit under MWMS, with the package's Keras 3 corrections (worker/
     keras3_corrections.py: without them Keras 3 cannot fit under MWMS, DESIGN.md fact 16)."""
@@ -572,7 +594,7 @@ def step_k3_fit_backup_resume(ctx: Context, i: int) -> None:
 # Resumes are one step too.
 ONE_STEP = {"tfk_model_checkpoint", "tfk_backup_restore", "k3_fit_model_checkpoint",
             "k3_fit_backup_interrupted", "k3_fit_backup_resume", "manager_resume",
-            "k3_backup_resume"}
+            "k3_backup_resume", "k3_backup_resume_damaged"}
 SCENARIOS: dict[str, Callable[[Context, int], None]] = {
     name[len("step_"):]: function for name, function in globals().items()
     if name.startswith("step_")}

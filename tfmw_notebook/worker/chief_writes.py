@@ -361,13 +361,17 @@ def _backup_restorer(on_train_begin: Callable) -> Callable:
             return self._load_model()               # the chief's backup
         except OSError:
             # Keras would copy the previous backup over the damaged one, in the chief's
-            # directory (the chief does that); this worker only reads the previous one.
+            # directory (the chief does that); this worker only reads the previous one,
+            # through a copy of its own: Keras 3 loads no file whose name does not end in
+            # `.weights.h5` (the previous one is `latest.weights.h5.bkp`).
             if not os.path.exists(self._prev_weights_path):
                 raise
+            previous = os.path.join(copies["backup_dir"], "previous.weights.h5")
+            os.makedirs(copies["backup_dir"], exist_ok=True)
+            shutil.copyfile(self._prev_weights_path, previous)
             metadata = self._prev_training_metadata_path
             if not os.path.exists(metadata):
                 metadata = os.path.join(copies["backup_dir"], "no-metadata.json")
-            with _swapped(self, _weights_path=self._prev_weights_path,
-                          _training_metadata_path=metadata):
+            with _swapped(self, _weights_path=previous, _training_metadata_path=metadata):
                 return self._load_model()
     return wrapper
