@@ -95,6 +95,10 @@ def _contenders(s: dict) -> list[str]:
          "fit_warm"),
         ("  model.fit alone (warm) s", s["floor_fit"], s["tfmw_warm_fit"], r["model_fit_warm"],
          None),
+        ("  floor until every worker finished s", s.get("floor_warm_all"),
+         s["tfmw_warm_cell"], r.get("all_warm"), "all_warm"),
+        ("  training loop (warm) s", s.get("floor_warm_loop"), s.get("tfmw_warm_loop"),
+         r.get("loop_warm"), "loop_warm"),
         ("wall (start -> trained) s", s["floor_wall"], s["tfmw_wall"], r["wall"], None),
         ("stop s", None, s["tfmw_stop"], None, None),
     ]
