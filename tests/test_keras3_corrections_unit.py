@@ -1,7 +1,7 @@
 """Pure tests of worker/keras3_corrections.py: version ranges, apply()'s once-only contract,
 and the hints for the errors observed when tf-keras and Keras 3 objects meet. No TensorFlow
-and no Keras are imported (the corrections themselves are measured on 2 real workers:
-/tmp/keras3/RESULTS.md in the change that added them)."""
+and no Keras are imported (the corrections themselves are tested on 2 real workers in
+tests/test_keras3.py, each shown to be needed)."""
 
 import sys
 import types

@@ -11,7 +11,7 @@ Invariant: a correction changes what Keras does only under a strategy in multi-w
 strategy, MirroredStrategy or a one-worker MWMS, Keras runs its own code. Each was measured
 on 2 workers to be needed (a scenario fails without it) and, with the others, sufficient:
 weights identical on both workers, and equal to one process on the global batch (measured
-with 2 plain processes and TF_CONFIG; report: /tmp/keras3/RESULTS.md).
+with 2 plain processes and TF_CONFIG; on real workers: tests/test_keras3.py).
 
 Standard library only at import time; Keras is imported by `apply()`.
 """
