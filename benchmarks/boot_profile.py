@@ -100,7 +100,7 @@ def main(argv=None) -> int:
             floors.append(floor["boot"])
             marks.clear()
             marks["began"], cpu_began = time.perf_counter(), time.process_time()
-            cluster = TFCluster.start(2)
+            cluster = TFCluster.start(2, gpus_per_worker=0)   # the floor hides GPUs
             live_clusters.append(cluster)
             total = time.perf_counter() - marks["began"]
             cpu = {f"{kind} cpu": seconds for kind, seconds in descendants_cpu().items()}

@@ -62,7 +62,7 @@ def tfmw_round(size: int, job: str, trivial: int) -> dict:
     from tfmw_notebook.protocol.run_options import CellOptions
 
     began = time.perf_counter()
-    cluster = TFCluster.start(size, timeout=300)
+    cluster = TFCluster.start(size, timeout=300, gpus_per_worker=0)   # the floor hides GPUs
     live_clusters.append(cluster)
     result = {"boot": time.perf_counter() - began, "cells": []}
     try:

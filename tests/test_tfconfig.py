@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from tfmw_notebook.protocol import tfconfig
+from tfmw_notebook.protocol import devices, tfconfig
 from tfmw_notebook.protocol.tfconfig import EngineReport
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
@@ -42,22 +42,23 @@ def test_duplicate_engines_or_endpoints_are_refused():
 
 
 def test_gpus_hidden_unless_asked_and_split_per_local_rank():
-    assert tfconfig.visible_devices(0, 0) == "-1"
-    assert tfconfig.visible_devices(1, 0) == "-1"
-    assert tfconfig.visible_devices(0, 2) == "0,1"
-    assert tfconfig.visible_devices(1, 2) == "2,3"
+    assert devices.visible_devices(0, 0) == "-1"
+    assert devices.visible_devices(1, 0) == "-1"
+    assert devices.visible_devices(0, 2) == "0,1"
+    assert devices.visible_devices(1, 2) == "2,3"
     with pytest.raises(ValueError):
-        tfconfig.visible_devices(0, -1)
+        devices.visible_devices(0, -1)
 
 
 def test_worker_environment_is_complete_before_tensorflow_loads():
     ranked = tfconfig.order_ranks([report(0), report(1), report(2, host="b")])
-    env = tfconfig.worker_environment(ranked, 2, gpus_per_worker=1, keras=2)
+    env = tfconfig.worker_environment(ranked, 2, devices="0", keras=2)
     assert json.loads(env["TF_CONFIG"])["task"]["index"] == 2
     assert env["TF_USE_LEGACY_KERAS"] == "1"
-    assert env["CUDA_VISIBLE_DEVICES"] == "0"  # first worker on host b
+    assert env["CUDA_VISIBLE_DEVICES"] == "0"
     assert env["TF_CPP_MIN_LOG_LEVEL"] == "2"
     assert all(isinstance(v, str) for v in env.values())
+    assert tfconfig.worker_environment(ranked, 0)["CUDA_VISIBLE_DEVICES"] == "-1"
 
 
 def test_engines_that_already_are_workers_are_reused_in_their_own_order():
@@ -68,8 +69,10 @@ def test_engines_that_already_are_workers_are_reused_in_their_own_order():
     fresh = [report(0), report(1)]
     assert tfconfig.existing_workers(fresh) is None
     reused = tfconfig.existing_workers([
-        EngineReport(7, "h", "x", 9, 70, config(1)), EngineReport(8, "h", "x", 9, 80, config(0))])
+        EngineReport(7, "h", "x", 9, 70, config(1), devices="1"),
+        EngineReport(8, "h", "x", 9, 80, config(0), devices="0")])
     assert [(r.engine_id, r.endpoint) for r in reused] == [(8, "h:1"), (7, "h:2")]
+    assert [r.devices for r in reused] == ["0", "1"]   # what each worker was given
     with pytest.raises(ValueError, match="already are TensorFlow workers"):
         tfconfig.existing_workers([EngineReport(7, "h", "x", 9, 70, config(1)), report(1)])
 
@@ -83,12 +86,16 @@ def test_the_keras_choice_is_in_the_environment_tensorflow_reads_at_import():
         tfconfig.keras_environment(1)
 
 
-def test_launch_environment_allows_an_early_import_only_without_per_rank_gpus():
+def test_launch_environment_lets_tensorflow_be_imported_early_whatever_the_gpus():
     env = tfconfig.launch_environment(0, keras=2)
     assert env == {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
                    "CUDA_VISIBLE_DEVICES": "-1"}
     assert "TF_CONFIG" not in env  # not known before the handshake, not needed at import
-    assert tfconfig.launch_environment(1) is None
+    # GPUs wanted: each worker's CUDA_VISIBLE_DEVICES comes at its bootstrap, and the
+    # engine's own (a user's) must reach the handshake untouched.
+    for wanted in ("auto", 1):
+        assert tfconfig.launch_environment(wanted, keras=3) == {
+            "TF_USE_LEGACY_KERAS": "0", "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 def test_grpc_options_add_a_fast_first_reconnect_and_keep_the_engines_own():

@@ -23,7 +23,8 @@ def ip(terminal_shell, monkeypatch):
     ("start --bogus", "unrecognized arguments: --bogus"),
     ("start --communication smoke", "invalid choice: 'smoke'"),
     ("start --timeout -5", "expected seconds > 0"),
-    ("start --gpus-per-worker x", "expected a whole number, got 'x'"),
+    ("start --gpus-per-worker x", "expected auto or a whole number >= 0, got 'x'"),
+    ("start --gpus-per-worker -1", "expected auto or a whole number >= 0, got '-1'"),
     ("", "needs a command: start, attach, status, history, dashboard, checkpointing, restore, "
          "checkpoints, tensorboard, diagnose, restart or stop"),
     ("dashboard maybe", "invalid choice: 'maybe'"),

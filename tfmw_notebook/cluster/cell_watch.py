@@ -22,7 +22,7 @@ from ..errors import (
 )
 from ..protocol.run_options import FitState
 from ..protocol.tfconfig import EngineReport
-from .engines import EngineGroup, is_this_host, pid_alive
+from .engines import EngineGroup, is_this_host, nothing_listens, pid_alive
 from .limits import POLL_SECONDS, SILENCE_SECONDS
 from .liveness import SilenceWatch, StallWatch
 from .output import OutputRelay
@@ -151,6 +151,12 @@ class CellWatch:
             raise _failed(f"the ipyparallel controller at {host}:{port} does not answer "
                           f"(no worker heard from for {quiet:.0f} s): it has stopped, or "
                           "its host is cut off", kind="controller")
+        if all(not is_this_host(self.workers[rank].host)
+               and nothing_listens(self.workers[rank].address, self.workers[rank].port)
+               for rank in silent):
+            # Their hosts answer but refuse the workers' TensorFlow ports: the processes
+            # are gone (a cancelled batch job, say), the hosts are not cut off.
+            raise self._death(silent)
         names = ", ".join(self._describe(rank) for rank in silent)
         elsewhere = tuple(dict.fromkeys(self.workers[rank].host for rank in silent
                                         if not is_this_host(self.workers[rank].host)))
@@ -185,7 +191,8 @@ class CellWatch:
 
     def _describe(self, rank: int) -> str:
         worker = self.workers[rank]
-        return f"{rank} (pid {worker.pid} on {worker.host}, {worker.address})"
+        job = f", {worker.batch_job}" if worker.batch_job else ""
+        return f"{rank} (pid {worker.pid} on {worker.host}{job}, {worker.address})"
 
     def _first_error(self, rank: int, futures) -> tuple[int, BaseException]:
         """Show the first failing rank's traceback at once; remember it."""

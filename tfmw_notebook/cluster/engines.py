@@ -59,6 +59,19 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def nothing_listens(address: str, port: int, timeout: float = 1.0) -> bool:
+    """True when `address` answers but refuses `port`: the process that listened there
+    is gone while its host is up. A host that is down or cut off does not answer
+    (False, after `timeout`)."""
+    try:
+        with socket.create_connection((address, port), timeout=timeout):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except OSError:
+        return False
+
+
 def is_this_host(host: str) -> bool:
     return host == socket.gethostname()
 
@@ -183,7 +196,9 @@ class EngineGroup:
         while True:
             fresh = sorted(self.registered() - known)
             if len(fresh) >= n:
-                return fresh[:n]
+                # The newest (ids grow): engines of a job just cancelled stay registered
+                # until the hub's heartbeat notices (~30 s on a controller a user started).
+                return fresh[-n:]
             if launched:
                 ended = _ended_engines(self.cluster, launched)
                 if ended:
@@ -389,7 +404,9 @@ def _ended_engines(cluster: ipp.Cluster | None, engine_sets: Collection[str]) ->
         if set_id not in engine_sets:
             continue
         outputs = getattr(engine_set, "outputs", {})
-        for identifier in list(getattr(engine_set, "stop_data", {}).get("engines", {})):
+        # stop_data is None until a set stops (and for batch launchers, which never poll).
+        stop_data = getattr(engine_set, "stop_data", None) or {}
+        for identifier in list(stop_data.get("engines", {})):
             ended[f"{set_id}/{identifier}"] = _last_line(outputs.get(identifier) or "")
         for identifier, launcher in list(getattr(engine_set, "launchers", {}).items()):
             if _process_ended(launcher):

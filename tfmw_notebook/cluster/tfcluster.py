@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from ..errors import BadArgument, WorkerFailed
+from ..protocol.devices import AUTO, GpusPerWorker, check_gpus_per_worker, devices_line
 from ..protocol.run_options import FitState
 from ..protocol.tempdirs import remove_worker_tempdir
 from ..protocol.tfconfig import KERAS_VERSIONS, EngineReport, launch_environment
@@ -64,7 +65,7 @@ class TFCluster(WorkerAccess):
     last_restart_seconds = 0.0
 
     def __init__(self, group: EngineGroup, *, communication: str = "auto",
-                 gpus_per_worker: int = 0, timeout: float = DEFAULT_TIMEOUT,
+                 gpus_per_worker: GpusPerWorker = AUTO, timeout: float = DEFAULT_TIMEOUT,
                  addressing: Addressing | None = None, keras: int = DEFAULT_KERAS):
         self._group = group
         self.addressing = addressing or Addressing()
@@ -113,7 +114,7 @@ class TFCluster(WorkerAccess):
 
     @classmethod
     def start(cls, n: int = 2, *, timeout: float = DEFAULT_TIMEOUT, communication: str = "auto",
-              gpus_per_worker: int = 0, profile_dir: str | None = None,
+              gpus_per_worker: GpusPerWorker = AUTO, profile_dir: str | None = None,
               isolate: bool = True, keras: int = DEFAULT_KERAS) -> TFCluster:
         """Start `n` local engines and make each a worker.
 
@@ -134,7 +135,7 @@ class TFCluster(WorkerAccess):
     def attach(cls, *, profile: str | None = None, cluster_id: str | None = None,
                url_file: str | None = None, n: int | None = None,
                timeout: float = DEFAULT_TIMEOUT, communication: str = "auto",
-               gpus_per_worker: int = 0, interface: str | None = None,
+               gpus_per_worker: GpusPerWorker = AUTO, interface: str | None = None,
                address_map: dict[str, str] | None = None,
                keras: int = DEFAULT_KERAS) -> TFCluster:
         """Use the engines of an ipyparallel cluster that is already running.
@@ -296,7 +297,8 @@ class TFCluster(WorkerAccess):
         addresses = ", ".join(w.endpoint for w in self.workers)
         private = "; private network" if self.in_private_network else ""
         return (f"{self.size} workers ready ({addresses}{private}), TensorFlow "
-                f"{self.tf_version}, {self.keras_version}, in {self.started_seconds:.1f} s")
+                f"{self.tf_version}, {self.keras_version}, in {self.started_seconds:.1f} s; "
+                f"{devices_line([w.devices for w in self.workers], self.communication)}")
 
 
 
@@ -337,9 +339,10 @@ def _check_settings(n, timeout, communication, gpus_per_worker, keras) -> None:
     if communication not in COMMUNICATIONS:
         raise BadArgument(f"Invalid value for argument `communication`. Received: "
                           f"communication={communication!r}. Expected one of {COMMUNICATIONS}")
-    if gpus_per_worker < 0:
-        raise BadArgument(f"Invalid value for argument `gpus_per_worker`. Received: "
-                          f"gpus_per_worker={gpus_per_worker!r}. Expected >= 0")
+    try:
+        check_gpus_per_worker(gpus_per_worker)
+    except ValueError as exc:
+        raise BadArgument(str(exc)) from None
     if keras not in KERAS_VERSIONS:
         raise BadArgument(f"Invalid value for argument `keras`. Received: keras={keras!r}. "
                           f"Expected one of {KERAS_VERSIONS}")

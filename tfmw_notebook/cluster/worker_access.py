@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import NoClusterError
+from ..protocol.devices import describe_devices
 from ..protocol.tfconfig import EngineReport, local_ranks
 from .cell_watch import dead_ranks
 from .engines import EngineGroup
@@ -76,13 +77,15 @@ class WorkerAccess:
         return self.calls.weights_digests(ids, model_name)
 
     def status(self) -> list[dict]:
-        """One row per rank: rank, host, local rank, address, pid, alive, running."""
+        """One row per rank: rank, host, local rank, address, pid, alive, devices ("GPU 0,1"
+        or "CPU"), running."""
         if not self.workers:
             return []
         dead = set(dead_ranks(self._group, self.workers))
         local = local_ranks(self.workers)
         return [{"rank": rank, "engine": w.engine_id, "host": w.host, "local_rank": local[rank],
                  "address": w.endpoint, "pid": w.pid, "alive": rank not in dead,
+                 "devices": describe_devices(w.devices),
                  "running": self._running}
                 for rank, w in enumerate(self.workers)]
 

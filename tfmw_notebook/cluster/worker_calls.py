@@ -54,9 +54,10 @@ class WorkerCalls:
     # -- start-up ---------------------------------------------------------------
 
     def describe_engines(self, ids: list[int], controller_host: str, interface: str | None,
-                         address_map: dict[str, str] | None) -> list[dict]:
+                         address_map: dict[str, str] | None,
+                         gpus_per_worker: int | str = 0) -> list[dict]:
         return self._same("describe_engine", ids, controller_host, interface, address_map,
-                          what="handshake")
+                          gpus_per_worker, what="handshake")
 
     def bootstrap(self, ids: list[int], settings: list[dict]) -> list[dict]:
         return self.each("bootstrap", ids, [(s,) for s in settings], what="bootstrap")

@@ -1,16 +1,19 @@
 """Turning engines into TensorFlow workers: the TF_CONFIG handshake, then the bootstrap.
 
-Each engine reports the address and free port it can be reached on; each then
-gets its rank's TF_CONFIG and builds the shared strategy. Every call waits on
+Each engine reports the address and free port it can be reached on, and the GPUs it
+may share; each then gets its rank's TF_CONFIG and GPUs (protocol/devices.py) and
+builds the shared strategy. Every call waits on
 *all* replies under one deadline, so a set-up error on any engine raises here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..errors import ClusterSetupError
-from ..protocol import tfconfig
+from ..protocol import devices, tfconfig
+from ..protocol.devices import GpusPerWorker
 from ..protocol.tfconfig import EngineReport
 from .engines import EngineGroup
 from .worker_calls import WorkerCalls
@@ -36,7 +39,7 @@ class Workers:
     keras: str
 
 
-def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: int,
+def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: GpusPerWorker,
                  timeout: float, addressing: Addressing | None = None,
                  keras: int = 2) -> Workers:
     """Handshake with every engine of `group`, then bootstrap each as its rank."""
@@ -44,8 +47,8 @@ def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: int
     addressing = addressing or Addressing()
     calls = WorkerCalls(group, timeout)
     replies = calls.describe_engines(ids, group.controller_address()[0], addressing.interface,
-                                     addressing.address_map)
-    reports = [EngineReport(engine_id=eid, **reply) for eid, reply in zip(ids, replies)]
+                                     addressing.address_map, gpus_per_worker)
+    reports = [_report(eid, reply) for eid, reply in zip(ids, replies)]
     try:
         reused = tfconfig.existing_workers(reports)
     except ValueError as exc:
@@ -57,17 +60,27 @@ def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: int
         ranked = tfconfig.order_ranks(reports)
         tfconfig.check_endpoints(ranked)
         tfconfig.check_reachable(ranked)
-    except ValueError as exc:  # the engines' addresses cannot make a cluster
+        # Each worker's GPUs, before any TensorFlow sets up its devices.
+        assigned = devices.assign_devices(ranked, gpus_per_worker)
+    except ValueError as exc:  # the engines' addresses or GPUs cannot make a cluster
         raise ClusterSetupError(str(exc)) from None
+    ranked = [dataclasses.replace(report, devices=visible)
+              for report, visible in zip(ranked, assigned)]
+    used = devices.resolve_communication(communication, assigned)
     settings = [{
         "rank": rank,
         "world_size": len(ranked),
-        "env": tfconfig.worker_environment(ranked, rank, gpus_per_worker=gpus_per_worker,
-                                           keras=keras),
+        "env": tfconfig.worker_environment(ranked, rank, devices=assigned[rank], keras=keras),
         "keras": keras,
-        "communication": communication,
+        "communication": used,
         "controller": list(group.controller_address_for_engines()),
     } for rank in range(len(ranked))]
     infos = calls.bootstrap([r.engine_id for r in ranked], settings)
     return Workers(ranked, infos[0]["tf_version"], infos[0]["keras"])
 
+
+def _report(engine_id: int, reply: dict) -> EngineReport:
+    """An engine's handshake reply as a report (its GPUs as hashable pairs)."""
+    fields = {name: value for name, value in reply.items() if name != "gpus"}
+    gpus = tuple((str(value), str(uuid)) for value, uuid in reply.get("gpus", ()))
+    return EngineReport(engine_id=engine_id, gpus=gpus, **fields)

@@ -46,11 +46,11 @@ class LifecycleCommands(CommandBase):
             print("no workers (a restart failed?): run `%tfdist restart`")
             return
         print(f"{'rank':>4}  {'host':<16} {'local':>5}  {'address':<22} {'pid':>7}  "
-              f"{'alive':<5}  running")
+              f"{'alive':<5}  {'devices':<12} running")
         for row in rows:
             print(f"{row['rank']:>4}  {row['host']:<16} {row['local_rank']:>5}  "
                   f"{row['address']:<22} {row['pid']:>7}  {'yes' if row['alive'] else 'NO':<5}  "
-                  f"{row['running'] or '-'}")
+                  f"{row['devices']:<12} {row['running'] or '-'}")
 
     def _restart(self, args) -> None:
         cluster = self._require_cluster()

@@ -15,6 +15,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 
 from ..cluster.limits import DEFAULT_TIMEOUT
 from ..cluster.tfcluster import COMMUNICATIONS, DEFAULT_KERAS
+from ..protocol.devices import AUTO
 from ..protocol.tfconfig import KERAS_VERSIONS, parse_address_map
 from ..widgets import tensorboard_view
 from . import cell_options
@@ -55,6 +56,16 @@ def _backup_frequency(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _gpus_per_worker(text: str) -> int | str:
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return non_negative(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected auto or a whole number >= 0, "
+                                         f"got {text!r}") from None
+
+
 def _address_map(text: str) -> dict[str, str]:
     try:
         return parse_address_map(text)
@@ -68,8 +79,11 @@ def _add_worker_options(parser: argparse.ArgumentParser) -> None:
                              f"(default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--communication", choices=COMMUNICATIONS, default="auto",
                         help="collective implementation for MultiWorkerMirroredStrategy")
-    parser.add_argument("--gpus-per-worker", type=non_negative, default=0, metavar="K",
-                        help="GPUs each worker sees; 0 (default) hides every GPU")
+    parser.add_argument("--gpus-per-worker", type=_gpus_per_worker, default=AUTO,
+                        metavar="auto|K",
+                        help="GPUs each worker sees: auto (default) splits each host's GPUs "
+                             "evenly among its workers (none found: the CPU); K each; 0 "
+                             "hides every GPU")
     parser.add_argument("--keras", type=int, choices=KERAS_VERSIONS, default=DEFAULT_KERAS,
                         help=f"3: tf.keras and `import keras` are Keras 3; 2: tf.keras is "
                              f"tf-keras, for code written for it (default {DEFAULT_KERAS})")

@@ -6,9 +6,12 @@ on its own.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from typing import Any
+
+from .devices import HIDDEN, GpusPerWorker
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,11 @@ class EngineReport:
     port: int
     pid: int
     worker_of: str | None = None  # TF_CONFIG (JSON) if the engine already is a worker
+    batch_job: str | None = None  # e.g. "Slurm job 12" when a batch system started it
+    # The GPUs this engine may share, as (CUDA_VISIBLE_DEVICES value, UUID) pairs: its
+    # host's, or those its own CUDA_VISIBLE_DEVICES names (devices.py splits them).
+    gpus: tuple[tuple[str, str], ...] = ()
+    devices: str | None = None   # its CUDA_VISIBLE_DEVICES once it is a worker
 
     @property
     def endpoint(self) -> str:
@@ -67,8 +75,8 @@ def existing_workers(reports: list[EngineReport]) -> list[EngineReport] | None:
         assert config is not None   # checked above: every engine is a worker
         index = config["task"]["index"]
         address, port = workers[0][index].rsplit(":", 1)
-        by_index[index] = EngineReport(report.engine_id, report.host, address.strip("[]"),
-                                       int(port), report.pid, report.worker_of)
+        by_index[index] = dataclasses.replace(report, address=address.strip("[]"),
+                                              port=int(port))
     return [by_index[index] for index in range(len(reports))]
 
 
@@ -132,20 +140,6 @@ def local_ranks(ranked: list[EngineReport]) -> list[int]:
     return result
 
 
-def visible_devices(local_rank: int, gpus_per_worker: int) -> str:
-    """CUDA_VISIBLE_DEVICES for one worker.
-
-    With no GPUs asked for, every GPU is hidden ("-1"): co-located workers
-    would otherwise each grab all of them.
-    """
-    if gpus_per_worker < 0:
-        raise ValueError(f"gpus_per_worker must be >= 0, got {gpus_per_worker}")
-    if gpus_per_worker == 0:
-        return "-1"
-    first = local_rank * gpus_per_worker
-    return ",".join(str(i) for i in range(first, first + gpus_per_worker))
-
-
 # Which Keras `tf.keras` is on the workers: 3 (as TensorFlow ships it; `import keras` is
 # the same) or 2 (the tf-keras package). TensorFlow reads the choice at import.
 KERAS_VERSIONS = (3, 2)
@@ -158,14 +152,18 @@ def keras_environment(keras: int) -> dict[str, str]:
     return {"TF_USE_LEGACY_KERAS": "1" if keras == 2 else "0"}
 
 
-def launch_environment(gpus_per_worker: int, keras: int = 2) -> dict[str, str] | None:
-    """What every engine can get at launch, before ranks are known: everything TF
-    reads at import, so TF can be imported early. None when GPUs are split per
-    rank, which needs the rank first."""
-    if gpus_per_worker:
-        return None
-    return {**keras_environment(keras), "TF_CPP_MIN_LOG_LEVEL": "2",
-            "CUDA_VISIBLE_DEVICES": visible_devices(0, 0)}
+def launch_environment(gpus_per_worker: GpusPerWorker, keras: int = 2) -> dict[str, str]:
+    """What every engine gets at launch, before ranks are known: everything TF reads at
+    import, so TF can be imported early. GPUs are hidden here only when none are
+    wanted; otherwise each worker's CUDA_VISIBLE_DEVICES is set at its bootstrap, after
+    the handshake found the GPUs. That is still in time: TensorFlow's import loads no
+    CUDA driver, which reads the variable when TF first lists its devices (as the
+    strategy is created).
+    """
+    env = {**keras_environment(keras), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if gpus_per_worker == 0:
+        env["CUDA_VISIBLE_DEVICES"] = HIDDEN
+    return env
 
 
 # gRPC waits a whole second before it dials again a peer that refused it. At start-up
@@ -187,13 +185,14 @@ def grpc_options(existing: str | None) -> str:
 
 
 def worker_environment(
-    ranked: list[EngineReport], rank: int, *, gpus_per_worker: int = 0, keras: int = 2
+    ranked: list[EngineReport], rank: int, *, devices: str = HIDDEN, keras: int = 2
 ) -> dict[str, str]:
-    """Environment a worker needs *before* TensorFlow is imported."""
+    """Environment a worker needs before TensorFlow sets up its devices; `devices`:
+    its CUDA_VISIBLE_DEVICES (devices.assign_devices)."""
     return {
         "TF_CONFIG": json.dumps(tf_config(ranked, rank)),
         **keras_environment(keras),
-        "CUDA_VISIBLE_DEVICES": visible_devices(local_ranks(ranked)[rank], gpus_per_worker),
+        "CUDA_VISIBLE_DEVICES": devices,
         # Quiet TF's C++ INFO/WARNING chatter, which N workers would repeat N times.
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }

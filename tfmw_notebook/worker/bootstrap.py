@@ -1,7 +1,8 @@
 """Turn a fresh engine into a TensorFlow worker, once per engine process.
 
-Order matters: the environment first (TF reads TF_CONFIG, TF_USE_LEGACY_KERAS
-and CUDA_VISIBLE_DEVICES at import), then TensorFlow, then the one
+Order matters: the environment first (TF reads TF_USE_LEGACY_KERAS at import,
+TF_CONFIG and CUDA_VISIBLE_DEVICES when the strategy makes it set up its devices),
+then TensorFlow, then the one
 MultiWorkerMirroredStrategy *before any other TF op* (collective ops cannot be
 configured after the runtime has started).
 """
@@ -20,7 +21,15 @@ from typing import Any
 
 from ..protocol.tempdirs import remove_worker_tempdir, use_private_tempdir
 from ..protocol.tfconfig import GRPC_OPTIONS_VARIABLE, grpc_options
-from . import chief_writes, controller_watch, keras_flavour, keras_hooks, shared_strategy
+from . import (
+    chief_writes,
+    controller_watch,
+    gpus,
+    handshake,
+    keras_flavour,
+    keras_hooks,
+    shared_strategy,
+)
 from .context import WorkerContext
 from .reporting import EventPublisher
 
@@ -78,12 +87,14 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
     if shared_strategy.shared_strategy() is not None:
         raise WorkerSetupError(
             "this engine is already a worker; restart the engines to reconfigure")
+    devices_before = os.environ.get("CUDA_VISIBLE_DEVICES")
     _set_environment(settings["env"])
     keras = settings.get("keras", 2)
     check_packages(keras)
 
     import tensorflow as tf
 
+    _check_gpus(devices_before, settings["env"].get("CUDA_VISIBLE_DEVICES"))
     # MWMS logs every all-reduce it builds at INFO; N workers would repeat it.
     tf.get_logger().setLevel("WARNING")
     # TF's thread pools stay at their defaults: dividing the cores among co-located
@@ -92,7 +103,9 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
     keras_flavour.prepare(keras)
     chief_writes.install(is_chief=settings["rank"] == 0)
     _stop_on_sigterm()
-    controller_watch.install(*(settings.get("controller") or (None, None)))
+    # The controller as this engine dials it (the notebook may see it at 127.0.0.1).
+    controller_watch.install(*(handshake.own_controller_address() or settings.get("controller")
+                               or (None, None)))
     publisher = _install_hooks(settings["rank"], settings["world_size"])
     _fill_namespace(tf, strategy, publisher, settings["rank"], settings["world_size"])
     return {
@@ -112,10 +125,23 @@ def versions() -> dict[str, str]:
 def _set_environment(env: dict[str, str]) -> None:
     """What TensorFlow reads (TF_CONFIG, TF_USE_LEGACY_KERAS, ...), and a private tempdir."""
     os.environ.update(env)
+    if env.get("CUDA_VISIBLE_DEVICES", "-1") != "-1":
+        # Count GPUs as nvidia-smi and NVML do (the handshake's numbers), unless the
+        # engine's environment says otherwise; CUDA's default puts the fastest first.
+        os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     # Read by TensorFlow when it opens its first channel (creating the strategy).
     os.environ[GRPC_OPTIONS_VARIABLE] = grpc_options(os.environ.get(GRPC_OPTIONS_VARIABLE))
     _tempdir.path = use_private_tempdir()
     atexit.register(remove_worker_tempdir, os.getpid(), _tempdir.path)
+
+
+def _check_gpus(before: str | None, wanted: str | None) -> None:
+    """The GPUs assigned still reach TensorFlow (it may have been imported early, by
+    preimport.py, but must not have set up its devices yet)."""
+    try:
+        gpus.check_still_assignable(before, wanted)
+    except gpus.GpuProblem as exc:
+        raise WorkerSetupError(str(exc)) from None
 
 
 def _make_strategy(tf: Any, communication: str) -> Any:

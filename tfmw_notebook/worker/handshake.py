@@ -1,4 +1,5 @@
-"""First step on each engine: say where this worker can be reached.
+"""First step on each engine: say where this worker can be reached, and which GPUs it
+may share (gpus.py).
 
 Runs before TensorFlow is imported; uses only the standard library.
 """
@@ -8,6 +9,8 @@ from __future__ import annotations
 import os
 import socket
 import sys
+
+from . import gpus
 
 
 def reachable_address(controller_host: str) -> str:
@@ -76,13 +79,59 @@ def advertised_address(controller_host: str, interface: str | None = None,
     return reachable_address(controller_host)
 
 
+# The job a batch system runs this engine in, by the variable it sets in its tasks.
+_BATCH_JOBS = (("SLURM_JOB_ID", "Slurm job"), ("PBS_JOBID", "PBS job"), ("LSB_JOBID", "LSF job"))
+
+
+def batch_job() -> str | None:
+    """E.g. "Slurm job 12" when a batch system started this engine: failures name it,
+    so the user knows which job to look at or cancel."""
+    for variable, name in _BATCH_JOBS:
+        if os.environ.get(variable):
+            return f"{name} {os.environ[variable]}"
+    return None
+
+
+def own_controller_address() -> tuple[str, int] | None:
+    """(host, port) this ipyparallel engine registered at over TCP, else None.
+
+    It can differ from the notebook's view: a notebook on the controller's machine
+    reaches it at 127.0.0.1, an engine on another host (a Slurm node, say) at the
+    address in the controller's connection file.
+    """
+    app = sys.modules.get("ipyparallel.engine.app")
+    if app is None or not app.IPEngine.initialized():
+        return None
+    proto, _, rest = str(getattr(app.IPEngine.instance(), "registration_url", "")).partition("://")
+    host, _, port = rest.rpartition(":")
+    if proto != "tcp" or not host or not port.isdigit():
+        return None   # ipc:// (a private network): the notebook's view is the one to use
+    return host.strip("[]"), int(port)
+
+
 def describe_engine(controller_host: str, interface: str | None = None,
-                    address_map: dict[str, str] | None = None) -> dict:
-    address = advertised_address(controller_host, interface, address_map)
+                    address_map: dict[str, str] | None = None,
+                    gpus_per_worker: int | str = 0) -> dict:
+    """Where this engine can be reached, and the GPUs it may share (looked for unless
+    none are wanted; with a count given, a host whose GPUs cannot be listed is
+    trusted as before)."""
+    own = own_controller_address()
+    address = advertised_address(own[0] if own else controller_host, interface, address_map)
+    found: list[tuple[str, str]] = []
+    if gpus_per_worker != 0:
+        try:
+            found = gpus.engine_gpus()
+        except gpus.GpuProblem:
+            if gpus_per_worker == "auto":
+                raise
+    worker_of = current_tf_config()
     return {
         "host": socket.gethostname(),
         "address": address,
         "port": free_port(address),
         "pid": os.getpid(),
-        "worker_of": current_tf_config(),
+        "worker_of": worker_of,
+        "batch_job": batch_job(),
+        "gpus": found,
+        "devices": os.environ.get("CUDA_VISIBLE_DEVICES") if worker_of else None,
     }

@@ -3,7 +3,11 @@
 TensorFlow takes seconds to import; doing it in a background thread lets that
 overlap with engine registration and the TF_CONFIG handshake. The engine's
 environment already holds what TF reads at import (TF_USE_LEGACY_KERAS, log
-level, hidden GPUs); TF_CONFIG is read later, when the strategy is created.
+level, hidden GPUs when none are wanted). TF_CONFIG and a worker's GPUs
+(CUDA_VISIBLE_DEVICES) are set later by the bootstrap, still in time: TF reads
+them when the strategy is created. The import loads no CUDA driver; libcuda is
+opened, and reads CUDA_VISIBLE_DEVICES, when TF first lists its devices
+(measured with TF 2.21 and Keras 3: LD_DEBUG=libs shows no libcuda until then).
 The bootstrap's own `import tensorflow` waits for this import to finish and
 reports any error it raised.
 """
