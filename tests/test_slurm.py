@@ -1,0 +1,223 @@
+"""A real Slurm on simulated hosts, used exactly as README.md's Slurm recipe says.
+
+slurmctld on simhost1, slurmd on simhost2 and simhost3 (tests/sim_slurm.py). This
+machine is the login node: `ipcluster start` runs here with the recipe's command and
+`ipcluster_config.py` lines, taken from the README (tests/readme_recipes.py), so the
+recipe and the test cannot drift apart; the notebook attaches with the recipe's line.
+Only the sizes change: 4 engines on 2 nodes with 2 CPUs and 2 (scheduled) GPUs each.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from kernel_session import kernel_with_extension
+from readme_recipes import recipe
+from sim_hosts import sim_hosts_or_skip
+from sim_slurm import SlurmHosts, ensure_slurm, remove_leftovers
+from test_multihost import FIT_WITH_MARKER, QUICK_FIT, status, wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+SIZES = {"-n 8": "-n 4"}   # what the simulated nodes hold
+RECIPE = recipe("Slurm").sized(SIZES)
+(ATTACH,) = [line for line in RECIPE.notebook if line.startswith("%tfdist attach ")]
+(LET_GO,) = [line for line in RECIPE.notebook if line == "%tfdist stop"]
+FIT = "%%tfdist{flags}\n" + FIT_WITH_MARKER
+
+
+def login_shell_env(slurm: SlurmHosts) -> dict[str, str]:
+    """A shell on the login node: this virtualenv active, the site's Slurm config found."""
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    return dict(os.environ, PATH=path, **slurm.env)
+
+
+class SlurmIpcluster:
+    """The recipe's `ipcluster start` on the login node, its config in the default
+    profile (of the test's IPYTHONDIR, see conftest.py)."""
+
+    def __init__(self, slurm: SlurmHosts, ipython_dir: str, workdir: str):
+        self.slurm = slurm
+        profile_dir = os.path.join(ipython_dir, "profile_default")
+        os.makedirs(profile_dir, exist_ok=True)
+        self.config = os.path.join(profile_dir, "ipcluster_config.py")
+        assert not os.path.exists(self.config), "another test left a default profile config"
+        with open(self.config, "w") as f:
+            f.write("c = get_config()  # noqa: F821\n" + "\n".join(RECIPE.config) + "\n")
+        (command,) = [c for c in RECIPE.commands if c.startswith("ipcluster start ")]
+        (self.stop_command,) = [c for c in RECIPE.commands if c.startswith("ipcluster stop ")]
+        self.log = os.path.join(workdir, "ipcluster.log")
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                ["sh", "-c", command], cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=log, env=login_shell_env(slurm), start_new_session=True)
+        cluster_id = command.split("--cluster-id=")[1].split()[0]
+        cluster_file = os.path.join(profile_dir, "security", f"cluster-{cluster_id}.json")
+        wait_for(lambda: os.path.exists(cluster_file) or self.process.poll() is not None, 60,
+                 "ipcluster's cluster file")
+        assert self.process.poll() is None, open(self.log).read()[-3000:]
+
+    def stop(self) -> subprocess.CompletedProcess:
+        """The README's way to end the cluster (`ipcluster stop --cluster-id=...`)."""
+        done = subprocess.run(["sh", "-c", self.stop_command],
+                              capture_output=True, text=True, timeout=90,
+                              env=login_shell_env(self.slurm))
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, 9)
+            self.process.wait(timeout=10)
+        return done
+
+    def remove_config(self) -> None:
+        os.remove(self.config)
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    with sim_hosts_or_skip(3) as sim:
+        reason = ensure_slurm()
+        if reason:
+            pytest.skip(reason)
+        remove_leftovers()
+        with SlurmHosts(sim) as hosts:
+            yield hosts
+
+
+@pytest.fixture(scope="module")
+def ipcluster(slurm, ipython_dir, tmp_path_factory):
+    cluster = SlurmIpcluster(slurm, ipython_dir, str(tmp_path_factory.mktemp("login-node")))
+    try:
+        yield cluster
+    finally:
+        if cluster.process.poll() is None:
+            cluster.stop()
+        cluster.remove_config()
+
+
+@pytest.fixture(scope="module")
+def kernel(slurm, ipcluster, tmp_path_factory):
+    # The notebook's Slurm client commands (sbatch on restart) find the site's config
+    # the way every Slurm command here does.
+    os.environ["SLURM_CONF"] = slurm.conf
+    try:
+        with kernel_with_extension(str(tmp_path_factory.mktemp("slurm-kernel"))) as session:
+            yield session
+    finally:
+        del os.environ["SLURM_CONF"]
+
+
+def running_job(slurm) -> str:
+    """The one running Slurm job (the engines'), spread over both compute nodes."""
+    jobs = {job: nodes for job, (state, nodes) in slurm.jobs().items() if state == "RUNNING"}
+    assert len(jobs) == 1, (jobs, slurm.jobs())
+    (job, nodes), = jobs.items()
+    assert nodes == "simhost[2-3]", nodes
+    return job
+
+
+def named_at(out, text: str, ended: float) -> float:
+    """When the cell first showed `text`: in a stream, else in its error (at its end)."""
+    for when, _, chunk in out.stream_times:
+        if text in chunk:
+            return when
+    assert text in out.error_text, f"{text!r} never shown:\n{out.stderr}\n{out.error_text}"
+    return ended
+
+
+def test_recipe_attach_trains_across_two_slurm_nodes(slurm, ipcluster, kernel):
+    began = time.monotonic()
+    out = kernel.ok(ATTACH, timeout=180)
+    assert "4 workers ready" in out.stdout, out.stdout
+    print(f"Slurm: attach {time.monotonic() - began:.1f} s (from `ipcluster start`)")
+    job = running_job(slurm)
+    kernel.ok("%%tfdist\n" + QUICK_FIT)
+    out = kernel.ok("%%tfdist\nhistory = model.fit(dataset, epochs=2, steps_per_epoch=10, "
+                    "verbose=0)\nhistory.history['loss'][-1] < history.history['loss'][0]",
+                    timeout=120)
+    assert out.results[-1]["text/plain"] == "True"
+    rows = status(kernel)
+    assert [row["host"] for row in rows] == ["simhost2"] * 2 + ["simhost3"] * 2
+    # Each worker advertises its own host's address, not the 127.0.0.1 the notebook
+    # (on the login node, with the controller) sees the controller at.
+    addresses = {row["address"].rsplit(":", 1)[0] for row in rows}
+    assert addresses == {h.address for h in slurm.nodes}, rows
+    # The recipe's sbatch options reached Slurm (a GPU per task, the time limit).
+    shown = slurm.run(["scontrol", "show", "job", job]).stdout
+    assert "TimeLimit=02:00:00" in shown and "gpu:1" in shown, shown
+
+
+def test_killed_engine_is_named_with_host_and_job_and_the_fit_completes_via_sbatch(
+        slurm, kernel, tmp_path):
+    old_job = running_job(slurm)
+    victim = status(kernel)[2]
+    marker = str(tmp_path / "killed")
+    code = FIT.format(flags=" --max-restarts 1", rank=2, marker=marker, epochs=3,
+                      action="os.kill(os.getpid(), signal.SIGKILL)")
+    began = time.monotonic()
+    out = kernel.execute(code, timeout=240)
+    took = time.monotonic() - began
+    ended = time.time()
+
+    assert out.status == "ok", out.error_text + out.stderr
+    name = f"worker 2 (pid {victim['pid']} on simhost3, Slurm job {old_job},"
+    noticed = named_at(out, name, ended) - float(open(marker).read())
+    assert noticed <= 10.0, noticed
+    assert "restart 1 of 1 after: worker 2" in out.stderr, out.stderr
+    assert "resum" in out.stdout + out.stderr   # went on from its backup
+    new_job = running_job(slurm)                # a new job, submitted through the launcher
+    assert new_job != old_job
+    assert [row["host"] for row in status(kernel)] == ["simhost2"] * 2 + ["simhost3"] * 2
+    print(f"Slurm: killed engine named in {noticed:.2f} s; --max-restarts 1 fit {took:.1f} s")
+
+
+def test_stop_lets_go_of_the_slurm_job_and_attach_finds_it_again(slurm, kernel):
+    job = running_job(slurm)
+    kernel.ok(LET_GO, timeout=60)
+    time.sleep(1)
+    assert running_job(slurm) == job   # the engines still run, in the same job
+    out = kernel.ok(ATTACH, timeout=120)
+    assert "4 workers ready" in out.stdout, out.stdout
+
+
+def test_cancelled_job_is_named_with_host_and_job_and_the_fit_completes_in_a_new_job(
+        slurm, ipcluster, kernel, tmp_path):
+    job = running_job(slurm)
+    kernel.ok("%%tfdist\n" + QUICK_FIT)
+    marker = str(tmp_path / "training")
+    code = FIT.format(flags=" --max-restarts 1", rank=0, marker=marker, epochs=3, action="pass")
+    cancelled = {}
+
+    def cancel_when_training():
+        wait_for(lambda: os.path.exists(marker), 120, "training")
+        cancelled["at"] = time.time()
+        cancelled["scancel"] = slurm.run(["scancel", job])
+
+    canceller = threading.Thread(target=cancel_when_training)
+    canceller.start()
+    began = time.monotonic()
+    out = kernel.execute(code, timeout=240)
+    took, ended = time.monotonic() - began, time.time()
+    canceller.join(timeout=30)
+    assert cancelled["scancel"].returncode == 0, cancelled["scancel"].stderr
+    assert out.status == "ok", out.error_text + out.stderr
+    # Every worker went silent; their hosts refuse their ports: dead, not cut off.
+    name = f"on simhost2, Slurm job {job}, "
+    assert name in out.stderr and "died; restarting" in out.stderr, out.stderr
+    noticed = named_at(out, name, ended) - cancelled["at"]
+    assert noticed <= 10.0, noticed
+    assert "restart 1 of 1 after: worker 0" in out.stderr, out.stderr
+    assert running_job(slurm) != job
+    print(f"Slurm: cancelled job named in {noticed:.2f} s; --max-restarts 1 fit {took:.1f} s")
+
+    # What the README says ends a Slurm cluster: no job is left.
+    done = ipcluster.stop()
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: not slurm.jobs(), 30, "every Slurm job to end")
+    assert ipcluster.process.returncode is not None
