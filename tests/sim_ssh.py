@@ -7,7 +7,9 @@ the key and switches off host key checking for the simulated hosts only.
 
 `write_ssh_profile` writes an ipyparallel profile whose controller runs here (on the
 bridge address) and whose engines ipyparallel's own SSHEngineSetLauncher starts on the
-hosts, the way it would on real machines.
+hosts, the way it would on real machines. `SeparateFiles` gives each host the files a
+machine of its own would have (names a cluster's DNS gives, directories on its own disk),
+for tests that run a README recipe unchanged.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -305,3 +309,48 @@ def write_ssh_profile(profile_dir: str, hosts: dict[str, int], controller_ip: st
     lines += [f"c.{key} = {value!r}" for key, value in settings.items()]
     with open(os.path.join(profile_dir, "ipcluster_config.py"), "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+class SeparateFiles:
+    """The simulated hosts of `sim`, with files as separate machines have them.
+
+    Every process started on a host (an sshd, so every session and engine it spawns)
+    runs in the mount namespace `ip netns exec` gave it, and there
+    - /etc/hosts is a file of ours naming the hosts and this machine (its hostname at the
+      bridge address), as a cluster's DNS would have them; and
+    - each path in `private` is an empty directory of that host's own, where real hosts
+      would each have their own disk (the simulated hosts share this machine's files).
+    Nothing outside those namespaces changes. Stands in for SimHosts, e.g. in SshHosts.
+    """
+
+    def __init__(self, sim: SimHosts, private: tuple[str, ...] = ()):
+        self._sim = sim
+        self.private = tuple(os.path.abspath(path) for path in private)
+        self.dir = tempfile.mkdtemp(prefix="tfmw-sim-files-")
+        self.etc_hosts = os.path.join(self.dir, "hosts")
+        lines = ["127.0.0.1 localhost", f"{sim.bridge_address} {socket.gethostname()}"]
+        lines += [f"{h.address} {h.hostname}" for h in sim.hosts]
+        with open(self.etc_hosts, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        for host in sim.hosts:
+            for path in self.private:
+                os.makedirs(self.own_dir(host, path))
+
+    def __getattr__(self, name):
+        return getattr(self._sim, name)
+
+    def own_dir(self, host: SimHost, path: str) -> str:
+        """Where the host's own `path` (one of `private`) is in this machine's files."""
+        return os.path.join(self.dir, host.name, str(self.private.index(path)))
+
+    def popen(self, host: SimHost, argv: list[str], **popen_kwargs) -> subprocess.Popen:
+        mounts = [f"mount --bind {shlex.quote(self.etc_hosts)} /etc/hosts"]
+        mounts += [f"mkdir -p {shlex.quote(path)} && mount --bind "
+                   f"{shlex.quote(self.own_dir(host, path))} {shlex.quote(path)}"
+                   for path in self.private]
+        return self._sim.popen(host, ["sh", "-c", " && ".join(mounts) + ' && exec "$@"', "sh",
+                                      *argv], **popen_kwargs)
+
+    def remove(self) -> None:
+        """Remove our files (the mounts end with the hosts' processes)."""
+        shutil.rmtree(self.dir, ignore_errors=True)

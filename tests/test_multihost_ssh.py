@@ -1,11 +1,17 @@
-"""Clusters across hosts started by ipyparallel's SSH engine launcher: a real OpenSSH
-server in each of two simulated hosts, `ipcluster start` on this host, `%tfdist attach
---profile P --cluster-id ID`. Restarts go through that launcher.
+"""Clusters across hosts started by ipyparallel's SSH engine launcher, used exactly as
+README.md's SSH recipe says: a real OpenSSH server in each of two simulated hosts
+(tests/sim_ssh.py), the recipe's `ipcluster start` in a shell on this machine with the
+recipe's `ipcluster_config.py` lines, and the recipe's attach line in the notebook, all
+taken from the README (tests/readme_recipes.py), so the recipe and the test cannot drift
+apart. Restarts go through that launcher.
 """
 
 from __future__ import annotations
 
+import glob
+import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -13,30 +19,67 @@ import time
 import pytest
 
 from kernel_session import kernel_with_extension
+from readme_recipes import recipe
 from sim_hosts import sim_hosts_or_skip
-from sim_ssh import SshHosts, ensure_openssh, write_ssh_profile
+from sim_ssh import SeparateFiles, SshHosts, ensure_openssh
 from test_multihost import FIT_WITH_MARKER, QUICK_FIT, REDUCE, host_pids, status, wait_for
 
 pytestmark = pytest.mark.timeout(300)
 
-PROFILE = "tfmwssh"
-CLUSTER_ID = "sim"
+# What this machine changes in the recipe: the simulated hosts stand for node1 and node2
+# (2 engines each, as in the README: 4 workers on 2 cores), and this virtualenv's Python,
+# which the hosts see at the same path, is the hosts' Python.
+SIZES = {'"node1"': '"simhost1"', '"node2"': '"simhost2"',
+         '"/opt/venv/bin/python"': json.dumps(sys.executable)}
+RECIPE = recipe("SSH").sized(SIZES)
+(START,) = RECIPE.commands
+(ATTACH,) = RECIPE.notebook
+PROFILE = START.split("--profile=")[1].split()[0]
+
+
+def simulation_only(ssh: SshHosts) -> list[str]:
+    """The `ipcluster_config.py` lines the simulated hosts need and a real cluster would not.
+
+    `-F` names the ssh config of tests/sim_ssh.py, which stands in for the user's
+    ~/.ssh/config: the user (root), the key, the host names' test addresses, no prompt
+    for the hosts' throwaway keys, keepalives (a cut cable ends a session), one shared
+    connection per host. Everything else a real cluster has, SeparateFiles gives the
+    hosts outside the config: DNS names, and a profile directory of their own."""
+    return [f"c.SSHEngineSetLauncher.ssh_args = {['-F', ssh.ssh_config_path]!r}",
+            f"c.SSHEngineSetLauncher.scp_args = {['-F', ssh.ssh_config_path]!r}"]
+
+
+def shell_env() -> dict[str, str]:
+    """A user's shell on this machine: this virtualenv active."""
+    return dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep +
+                os.environ.get("PATH", ""))
 
 
 class SshCluster:
-    """`ipcluster start` with the SSH engine launcher, as a user runs it in a terminal."""
+    """The recipe's `ipcluster start` with its profile's `ipcluster_config.py`, as a user
+    runs it in a terminal."""
 
-    def __init__(self, sim, ssh, ipython_dir: str):
-        self.profile_dir = os.path.join(ipython_dir, f"profile_{PROFILE}")
-        write_ssh_profile(self.profile_dir, {h.address: 2 for h in sim.hosts},
-                          sim.bridge_address, ssh.ssh_config_path)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "ipyparallel.cluster", "start",
-             f"--profile-dir={self.profile_dir}", f"--cluster-id={CLUSTER_ID}",
-             "--daemonize=False", "--log-level=ERROR"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        cluster_file = os.path.join(self.profile_dir, "security", f"cluster-{CLUSTER_ID}.json")
-        wait_for(lambda: os.path.exists(cluster_file), 60, "ipcluster's cluster file")
+    def __init__(self, ssh: SshHosts, profile_dir: str, workdir: str):
+        self.profile_dir = profile_dir
+        self.config = os.path.join(profile_dir, "ipcluster_config.py")
+        assert not os.path.exists(self.config), "another test left an ssh profile config"
+        with open(self.config, "w") as f:
+            f.write("c = get_config()  # noqa: F821\n" +
+                    "\n".join(RECIPE.config + simulation_only(ssh)) + "\n")
+        self.log = os.path.join(workdir, "ipcluster.log")
+        self.process: subprocess.Popen | None = None
+        try:
+            with open(self.log, "ab") as log:
+                self.process = subprocess.Popen(
+                    ["sh", "-c", START], cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=log, env=shell_env(), start_new_session=True)
+            cluster_files = os.path.join(profile_dir, "security", "cluster-*.json")
+            wait_for(lambda: glob.glob(cluster_files) or self.process.poll() is not None, 60,
+                     "ipcluster's cluster file")
+            assert self.process.poll() is None, open(self.log).read()[-3000:]
+        except BaseException:
+            self.stop()
+            raise
         self.engines_up = time.monotonic()   # set again once all engines registered
 
     def wait_past_early_shutdown(self) -> None:
@@ -46,34 +89,53 @@ class SshCluster:
         time.sleep(max(0.0, self.engines_up + 31 - time.monotonic()))
 
     def stop(self) -> None:
-        subprocess.run([sys.executable, "-m", "ipyparallel.cluster", "stop",
-                        f"--profile-dir={self.profile_dir}", f"--cluster-id={CLUSTER_ID}"],
-                       capture_output=True, timeout=90)
+        """Stop the cluster and remove the config this test wrote."""
         try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, 9)
-            self.process.wait(timeout=10)
+            if self.process is not None:
+                subprocess.run([sys.executable, "-m", "ipyparallel.cluster", "stop",
+                                f"--profile-dir={self.profile_dir}"],
+                               capture_output=True, timeout=90)
+                try:
+                    self.process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.process.pid, 9)
+                    self.process.wait(timeout=10)
+        finally:
+            os.remove(self.config)
 
 
 @pytest.fixture(scope="module")
 def sim():
     with sim_hosts_or_skip(2) as hosts:
+        assert [f'"{h.hostname}"' for h in hosts.hosts] == [SIZES['"node1"'], SIZES['"node2"']]
         yield hosts
 
 
 @pytest.fixture(scope="module")
-def ssh(sim):
-    reason = ensure_openssh()
-    if reason:
-        pytest.skip(reason)
-    with SshHosts(sim) as servers:
-        yield servers
+def profile_dir(ipython_dir):
+    return os.path.join(ipython_dir, f"profile_{PROFILE}")
 
 
 @pytest.fixture(scope="module")
-def ipcluster(sim, ssh, ipython_dir):
-    cluster = SshCluster(sim, ssh, ipython_dir)
+def ssh(sim, profile_dir):
+    reason = ensure_openssh()
+    if reason:
+        pytest.skip(reason)
+    # Each host resolves this machine's host name (the recipe's --location) and has a
+    # profile directory of its own at the profile's path, as separate machines would:
+    # the launcher copies the connection files there (onto the very same file if the
+    # hosts shared this machine's profile directory).
+    hosts = SeparateFiles(sim, private=(profile_dir,))
+    try:
+        with SshHosts(hosts) as servers:
+            yield servers
+    finally:
+        hosts.remove()
+
+
+@pytest.fixture(scope="module")
+def ipcluster(ssh, profile_dir, tmp_path_factory):
+    cluster = SshCluster(ssh, profile_dir, str(tmp_path_factory.mktemp("ssh-login")))
     yield cluster
     cluster.stop()
 
@@ -101,10 +163,14 @@ def engine_pids(sim) -> set[int]:
 
 def test_ssh_launcher_cluster_trains_across_two_hosts(sim, kernel, ipcluster):
     began = time.monotonic()
-    out = kernel.ok(f"%tfdist attach --profile {PROFILE} --cluster-id {CLUSTER_ID} -n 4",
-                    timeout=180)
+    out = kernel.ok(ATTACH, timeout=180)
     assert "4 workers ready" in out.stdout, out.stdout
     ipcluster.engines_up = time.monotonic()
+    # The recipe's controller listens on every interface and names this machine's host
+    # name as the place to dial (which the hosts resolve, as the README says they must).
+    with open(os.path.join(ipcluster.profile_dir, "security", "ipcontroller-engine.json")) as f:
+        told = json.load(f)
+    assert (told["interface"], told["location"]) == ("tcp://0.0.0.0", socket.gethostname())
     print(f"SSH launcher: attach {time.monotonic() - began:.1f} s")
     kernel.ok("%%tfdist\n" + QUICK_FIT)
     out = kernel.ok("%%tfdist\nhistory = model.fit(dataset, epochs=2, steps_per_epoch=10, "
