@@ -193,8 +193,13 @@ class EngineGroup:
         """Ids of `n` engines new to this group. `launched`: the engine sets we just
         started; one whose process ends before it registers fails the wait at once."""
         known = set(self.ids) | self._retired
+        # An engine started by mpiexec asks for its MPI rank as its id: once the engines
+        # of the job before have left the hub, the new ones get the same ids. New is
+        # therefore an id we do not know, or one that now names another engine.
+        seen = {self._engine_uuid(engine_id) for engine_id in known} - {None}
         while True:
-            fresh = sorted(self.registered() - known)
+            fresh = sorted(engine_id for engine_id in self.registered()
+                           if engine_id not in known or self._engine_uuid(engine_id) not in seen)
             if len(fresh) >= n:
                 # The newest (ids grow): engines of a job just cancelled stay registered
                 # until the hub's heartbeat notices (~30 s on a controller a user started).
@@ -211,6 +216,10 @@ class EngineGroup:
                     f"only {len(fresh)} of {n} engines registered in time; "
                     f"raise --timeout, or check the engines' logs in {self._log_dir()}")
             time.sleep(POLL_SECONDS)
+
+    def _engine_uuid(self, engine_id: int) -> str | None:
+        """The hub's name for the engine registered under `engine_id` now, if any."""
+        return getattr(self.client, "_engines", {}).get(engine_id)
 
     def _log_dir(self) -> str:
         profile_dir = getattr(self.cluster, "profile_dir", None)

@@ -1,0 +1,243 @@
+"""Open MPI across two simulated hosts, used exactly as README.md's MPI recipe says.
+
+`mpiexec` on this machine (the login node) starts Open MPI's daemons on simhost1 and
+simhost2 over their sshd, with a hostfile naming them (tests/sim_mpi.py). `ipcluster
+start` runs with the recipe's command and `ipcluster_config.py` line, taken from the
+README (tests/readme_recipes.py), so the recipe and the test cannot drift apart; the
+notebook attaches with the recipe's line. Only the sizes change: 2 engines, one per
+host, and the hostfile's path.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kernel_session import kernel_with_extension
+from readme_recipes import recipe
+from sim_hosts import sim_hosts_or_skip
+from sim_mpi import MpiHosts, ensure_openmpi
+from test_multihost import FIT_WITH_MARKER, QUICK_FIT, host_pids, status, wait_for
+
+pytestmark = pytest.mark.timeout(300)
+
+HOSTFILE_IN_README = "/path/to/hosts"
+# `ipcluster start` tears its whole cluster down when its engines stop within this many
+# seconds of their start (IPClusterStart.early_shutdown); a user's job is older.
+EARLY_SHUTDOWN_SECONDS = 30
+FIT = "%%tfdist{flags}\n" + FIT_WITH_MARKER
+
+
+def sized_recipe(mpi: MpiHosts):
+    return recipe("MPI").sized({"-n 8": "-n 2", HOSTFILE_IN_README: mpi.hostfile})
+
+
+def login_shell_env(mpi: MpiHosts) -> dict[str, str]:
+    """A shell on the login node: this virtualenv active, the site's Open MPI settings."""
+    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    return dict(os.environ, PATH=path, **mpi.env)
+
+
+def job_processes(sim) -> dict[int, str]:
+    """{pid: command} of the MPI job on the hosts: Open MPI's daemons and the engines."""
+    found = {}
+    for pids in host_pids(sim).values():
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    command = f.read().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "ipyparallel" in command or os.path.basename(command.split(" ")[0]) == "orted":
+                found[pid] = command
+    return found
+
+
+def daemons(sim) -> set[int]:
+    """Open MPI's daemons (orted) on the hosts: one per host while a job runs."""
+    return {pid for pid, command in job_processes(sim).items()
+            if os.path.basename(command.split(" ")[0]) == "orted"}
+
+
+def engine_pids(sim) -> set[int]:
+    return {pid for pid, command in job_processes(sim).items()
+            if "ipyparallel.engine" in command and "nanny" not in command}
+
+
+class MpiIpcluster:
+    """The recipe's `ipcluster start` on the login node, its config in the default
+    profile (of the test's IPYTHONDIR, see conftest.py)."""
+
+    def __init__(self, mpi: MpiHosts, ipython_dir: str, workdir: str):
+        self.mpi = mpi
+        self.recipe = sized_recipe(mpi)
+        profile_dir = os.path.join(ipython_dir, "profile_default")
+        os.makedirs(profile_dir, exist_ok=True)
+        self.config = os.path.join(profile_dir, "ipcluster_config.py")
+        assert not os.path.exists(self.config), "another test left a default profile config"
+        with open(self.config, "w") as f:
+            f.write("c = get_config()  # noqa: F821\n" + "\n".join(self.recipe.config) + "\n")
+        (command,) = [c for c in self.recipe.commands if c.startswith("ipcluster start ")]
+        (self.stop_command,) = [c for c in self.recipe.commands
+                                if c.startswith("ipcluster stop ")]
+        self.log = os.path.join(workdir, "ipcluster.log")
+        self.started = time.monotonic()
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                ["sh", "-c", command], cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=log, env=login_shell_env(mpi), start_new_session=True)
+        cluster_id = command.split("--cluster-id=")[1].split()[0]
+        self.cluster_file = os.path.join(profile_dir, "security", f"cluster-{cluster_id}.json")
+        wait_for(lambda: os.path.exists(self.cluster_file) or self.process.poll() is not None, 60,
+                 "ipcluster's cluster file")
+        assert self.process.poll() is None, self.output()
+
+    def output(self, tail: int = 3000) -> str:
+        with open(self.log, errors="replace") as f:
+            return f.read()[-tail:]
+
+    def wait_past_early_shutdown(self) -> None:
+        """Until ipcluster no longer takes an ended job for engines that failed to start
+        (it logs so; its clock starts once `mpiexec` runs, after the controller's start)."""
+        wait_for(lambda: "Engines appear to have started successfully" in self.output(tail=10**7),
+                 EARLY_SHUTDOWN_SECONDS + 60, "ipcluster's early-shutdown window to pass")
+
+    def stop(self) -> subprocess.CompletedProcess:
+        """The README's way to end the cluster (`ipcluster stop --cluster-id=...`)."""
+        done = subprocess.run(["sh", "-c", self.stop_command], capture_output=True, text=True,
+                              timeout=90, env=login_shell_env(self.mpi))
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, 9)
+            self.process.wait(timeout=10)
+        return done
+
+    def remove_config(self) -> None:
+        os.remove(self.config)
+
+
+@pytest.fixture(scope="module")
+def sim():
+    with sim_hosts_or_skip(2) as hosts:
+        reason = ensure_openmpi()
+        if reason:
+            pytest.skip(reason)
+        yield hosts
+
+
+@pytest.fixture(scope="module")
+def mpi(sim):
+    with MpiHosts(sim) as hosts:
+        yield hosts
+
+
+@pytest.fixture(scope="module")
+def ipcluster(mpi, ipython_dir, tmp_path_factory):
+    cluster = MpiIpcluster(mpi, ipython_dir, str(tmp_path_factory.mktemp("login-node")))
+    try:
+        yield cluster
+    finally:
+        if cluster.process.poll() is None:
+            cluster.stop()
+        cluster.remove_config()
+
+
+@pytest.fixture(scope="module")
+def kernel(mpi, ipcluster, tmp_path_factory):
+    # The notebook runs on the login node: a restart starts `mpiexec` from the kernel,
+    # with the login node's Open MPI settings.
+    saved = {name: os.environ.get(name) for name in mpi.env}
+    os.environ.update(mpi.env)
+    try:
+        with kernel_with_extension(str(tmp_path_factory.mktemp("mpi-kernel"))) as session:
+            yield session
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def named_at(out, text: str, ended: float) -> float:
+    """When the cell first showed `text`: in a stream, else in its error (at its end)."""
+    for when, _, chunk in out.stream_times:
+        if text in chunk:
+            return when
+    assert text in out.error_text, f"{text!r} never shown:\n{out.stderr}\n{out.error_text}"
+    return ended
+
+
+def test_recipe_attach_trains_across_two_mpi_hosts(sim, ipcluster, kernel):
+    (attach,) = [line for line in ipcluster.recipe.notebook if line.startswith("%tfdist attach")]
+    began = time.monotonic()
+    out = kernel.ok(attach, timeout=180)
+    assert "2 workers ready" in out.stdout, out.stdout + ipcluster.output()
+    print(f"MPI: attach {time.monotonic() - began:.1f} s "
+          f"({time.monotonic() - ipcluster.started:.1f} s from `ipcluster start`)")
+    kernel.ok("%%tfdist\n" + QUICK_FIT)
+    out = kernel.ok("%%tfdist\nhistory = model.fit(dataset, epochs=2, steps_per_epoch=10, "
+                    "verbose=0)\nhistory.history['loss'][-1] < history.history['loss'][0]",
+                    timeout=120)
+    assert out.results[-1]["text/plain"] == "True"
+    rows = status(kernel)
+    assert [row["host"] for row in rows] == [h.hostname for h in sim.hosts], rows
+    assert [row["address"].rsplit(":", 1)[0] for row in rows] == [h.address for h in sim.hosts]
+    # One MPI job: an Open MPI daemon on each host runs that host's engine.
+    assert len(daemons(sim)) == len(sim.hosts), job_processes(sim)
+    assert {row["pid"] for row in rows} == engine_pids(sim)
+
+
+def test_killed_rank_is_named_with_its_host_and_the_fit_completes_in_a_new_mpi_job(
+        sim, ipcluster, kernel, tmp_path):
+    ipcluster.wait_past_early_shutdown()
+    rows = status(kernel)
+    victim = rows[1]
+    assert victim["host"] == sim.hosts[1].hostname
+    old = set(job_processes(sim))
+    marker = str(tmp_path / "killed")
+    code = FIT.format(flags=" --max-restarts 1", rank=1, marker=marker, epochs=3,
+                      action="os.kill(os.getpid(), signal.SIGKILL)")
+    began = time.monotonic()
+    out = kernel.execute(code, timeout=240)
+    took = time.monotonic() - began
+    ended = time.time()
+
+    assert out.status == "ok", out.error_text + out.stderr + ipcluster.output()
+    name = f"1 (pid {victim['pid']} on {victim['host']}, "
+    noticed = named_at(out, name, ended) - float(open(marker).read())
+    assert noticed <= 10.0, noticed
+    assert f"restart 1 of 1 after: worker {name}" in out.stderr, out.stderr
+    assert "resum" in out.stdout + out.stderr   # the fit went on from its backup
+    # A new MPI job, started through the launcher: new daemons and engines on both hosts.
+    rows = status(kernel)
+    assert all(row["alive"] for row in rows)
+    assert [row["host"] for row in rows] == [h.hostname for h in sim.hosts], rows
+    assert not {row["pid"] for row in rows} & old
+    assert {row["pid"] for row in rows} == engine_pids(sim)
+    wait_for(lambda: not set(job_processes(sim)) & old, 15, "the old MPI job to be gone")
+    assert len(daemons(sim)) == len(sim.hosts), job_processes(sim)
+    print(f"MPI: killed rank named in {noticed:.2f} s; --max-restarts 1 fit {took:.1f} s")
+
+
+def test_stop_lets_go_of_the_mpi_job_and_ipcluster_stop_ends_it(sim, ipcluster, kernel):
+    (let_go,) = [line for line in ipcluster.recipe.notebook if line == "%tfdist stop"]
+    (attach,) = [line for line in ipcluster.recipe.notebook if line.startswith("%tfdist attach")]
+    running = set(job_processes(sim))
+    kernel.ok(let_go, timeout=60)
+    time.sleep(1)
+    assert set(job_processes(sim)) == running   # the same job runs on
+    out = kernel.ok(attach, timeout=120)
+    assert "2 workers ready" in out.stdout, out.stdout
+    kernel.ok(let_go, timeout=60)
+
+    done = ipcluster.stop()
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: not job_processes(sim), 30, "every process of the MPI job to end")
+    assert ipcluster.process.returncode is not None
+    assert not os.path.exists(ipcluster.cluster_file)
