@@ -21,7 +21,6 @@ says so (OMPI_ALLOW_RUN_AS_ROOT*), which a user's own login would not need.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import socket
@@ -30,11 +29,10 @@ import sys
 import tempfile
 from functools import cache
 
+import apt_packages
 from sim_hosts import SimHost, SimHosts
 from sim_ssh import SshHosts, ensure_openssh
 
-APT_TIMEOUT = 600.0
-POLICY_RC_D = "/usr/sbin/policy-rc.d"
 TOOLS = ("mpiexec", "orted")
 SLOTS_PER_HOST = 1   # 2 cores here: one engine per simulated host
 
@@ -60,30 +58,9 @@ def ensure_openmpi() -> str | None:
     if reason:
         return reason
     if not _have_openmpi():
-        if os.geteuid() != 0 or shutil.which("apt-get") is None:
-            return "Open MPI is missing and cannot be installed here (needs root and apt-get)"
-        # A policy-rc.d answering 101 keeps any package from starting a system service.
-        own_policy = not os.path.exists(POLICY_RC_D)
-        env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-        try:
-            if own_policy:
-                with open(POLICY_RC_D, "w") as f:
-                    f.write("#!/bin/sh\nexit 101\n")
-                os.chmod(POLICY_RC_D, 0o755)
-            for argv in (["apt-get", "update"], ["apt-get", "install", "-y",
-                                                 "--no-install-recommends", "openmpi-bin"]):
-                done = subprocess.run(argv, capture_output=True, text=True, env=env,
-                                      timeout=APT_TIMEOUT)
-            if done.returncode != 0:
-                return f"apt-get install openmpi-bin failed: {done.stderr[-2000:]}"
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return f"installing Open MPI failed: {e}"
-        finally:
-            if own_policy:
-                with contextlib.suppress(OSError):
-                    os.remove(POLICY_RC_D)
-        if not _have_openmpi():
-            return "Open MPI still missing after apt-get install openmpi-bin"
+        reason = apt_packages.install(["openmpi-bin"], "Open MPI")
+        if reason or not _have_openmpi():
+            return reason or "Open MPI still missing after apt-get install openmpi-bin"
     return _mpi4py_reason()
 
 

@@ -31,6 +31,7 @@ import tempfile
 import time
 from functools import cache
 
+import apt_packages
 from sim_hosts import SimHost, SimHosts, _owner_alive, _owner_tag
 
 log = logging.getLogger(__name__)
@@ -39,8 +40,6 @@ PREFIX = "tfmw-sim-slurm-"
 OWNER_FILE = "owner"
 CPUS_PER_NODE = 2
 GPUS_PER_NODE = 2   # Slurm-scheduled GPUs (no devices): `--gpus-per-task` schedules as on GPU nodes
-APT_TIMEOUT = 600.0
-POLICY_RC_D = "/usr/sbin/policy-rc.d"
 TOOLS = ("munged", "slurmctld", "slurmd", "sbatch", "srun", "scancel", "squeue", "sinfo")
 
 
@@ -53,29 +52,8 @@ def ensure_slurm() -> str | None:
     """Make sure Slurm and munge are installed (apt-get them if not); else say why not."""
     if _have_slurm():
         return None
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return "Slurm/munge are missing and cannot be installed here (needs root and apt-get)"
-    # A policy-rc.d answering 101 keeps the packages from starting system daemons.
-    own_policy = not os.path.exists(POLICY_RC_D)
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    try:
-        if own_policy:
-            with open(POLICY_RC_D, "w") as f:
-                f.write("#!/bin/sh\nexit 101\n")
-            os.chmod(POLICY_RC_D, 0o755)
-        for argv in (["apt-get", "update"], ["apt-get", "install", "-y",
-                                             "--no-install-recommends", "slurm-wlm", "munge"]):
-            done = subprocess.run(argv, capture_output=True, text=True, env=env,
-                                  timeout=APT_TIMEOUT)
-        if done.returncode != 0:
-            return f"apt-get install slurm-wlm munge failed: {done.stderr[-2000:]}"
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"installing Slurm failed: {e}"
-    finally:
-        if own_policy:
-            with contextlib.suppress(OSError):
-                os.remove(POLICY_RC_D)
-    return None if _have_slurm() else "Slurm still missing after apt-get install"
+    reason = apt_packages.install(["slurm-wlm", "munge"], "Slurm")
+    return reason or (None if _have_slurm() else "Slurm still missing after apt-get install")
 
 
 def remove_leftovers() -> list[str]:

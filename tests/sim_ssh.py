@@ -27,21 +27,14 @@ import tempfile
 import time
 from functools import cache
 
+import apt_packages
 from sim_hosts import SimHost, SimHosts
 
 log = logging.getLogger(__name__)
 
-APT_TIMEOUT = 600.0
-POLICY_RC_D = "/usr/sbin/policy-rc.d"
 
 # Every engine needs this; a TensorFlow test later trains tf.keras (Keras 2) models on them.
 ENGINE_ENVIRONMENT = {"TF_USE_LEGACY_KERAS": "1"}
-
-
-def _apt_get(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    return subprocess.run(["apt-get", *args], capture_output=True, text=True, env=env,
-                          timeout=APT_TIMEOUT)
 
 
 def _have_openssh() -> bool:
@@ -53,30 +46,8 @@ def ensure_openssh() -> str | None:
     """Make sure sshd, ssh, scp and ssh-keygen exist (apt-get them if not); else say why not."""
     if _have_openssh():
         return None
-    if os.geteuid() != 0 or shutil.which("apt-get") is None:
-        return "OpenSSH is missing and cannot be installed here (needs root and apt-get)"
-    # Installing openssh-server must not start a system sshd: a policy-rc.d saying
-    # "101: action forbidden" stops that, and is removed again unless it was there before.
-    own_policy = not os.path.exists(POLICY_RC_D)
-    try:
-        if own_policy:
-            with open(POLICY_RC_D, "w") as f:
-                f.write("#!/bin/sh\nexit 101\n")
-            os.chmod(POLICY_RC_D, 0o755)
-        packages = ("--no-install-recommends", "openssh-server", "openssh-client")
-        done = _apt_get("install", "-y", *packages)
-        if done.returncode != 0:  # often just stale package lists
-            _apt_get("update")
-            done = _apt_get("install", "-y", *packages)
-        if done.returncode != 0:
-            return f"apt-get install openssh-server openssh-client failed: {done.stderr[-2000:]}"
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"installing OpenSSH failed: {e}"
-    finally:
-        if own_policy:
-            with contextlib.suppress(OSError):
-                os.remove(POLICY_RC_D)
-    return None if _have_openssh() else "OpenSSH still missing after apt-get install"
+    reason = apt_packages.install(["openssh-server", "openssh-client"], "OpenSSH")
+    return reason or (None if _have_openssh() else "OpenSSH still missing after apt-get install")
 
 
 def _keygen(path: str) -> None:

@@ -11,14 +11,13 @@ host, and the hostfile's path.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from kernel_session import kernel_with_extension
 from readme_recipes import recipe
+from recipe_cluster import RecipeIpcluster, named_at
 from sim_hosts import sim_hosts_or_skip
 from sim_mpi import MpiHosts, ensure_openmpi
 from test_multihost import FIT_WITH_MARKER, QUICK_FIT, host_pids, status, wait_for
@@ -34,12 +33,6 @@ FIT = "%%tfdist{flags}\n" + FIT_WITH_MARKER
 
 def sized_recipe(mpi: MpiHosts):
     return recipe("MPI").sized({"-n 8": "-n 2", HOSTFILE_IN_README: mpi.hostfile})
-
-
-def login_shell_env(mpi: MpiHosts) -> dict[str, str]:
-    """A shell on the login node: this virtualenv active, the site's Open MPI settings."""
-    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    return dict(os.environ, PATH=path, **mpi.env)
 
 
 def job_processes(sim) -> dict[int, str]:
@@ -68,57 +61,19 @@ def engine_pids(sim) -> set[int]:
             if "ipyparallel.engine" in command and "nanny" not in command}
 
 
-class MpiIpcluster:
+class MpiIpcluster(RecipeIpcluster):
     """The recipe's `ipcluster start` on the login node, its config in the default
     profile (of the test's IPYTHONDIR, see conftest.py)."""
 
     def __init__(self, mpi: MpiHosts, ipython_dir: str, workdir: str):
-        self.mpi = mpi
-        self.recipe = sized_recipe(mpi)
-        profile_dir = os.path.join(ipython_dir, "profile_default")
-        os.makedirs(profile_dir, exist_ok=True)
-        self.config = os.path.join(profile_dir, "ipcluster_config.py")
-        assert not os.path.exists(self.config), "another test left a default profile config"
-        with open(self.config, "w") as f:
-            f.write("c = get_config()  # noqa: F821\n" + "\n".join(self.recipe.config) + "\n")
-        (command,) = [c for c in self.recipe.commands if c.startswith("ipcluster start ")]
-        (self.stop_command,) = [c for c in self.recipe.commands
-                                if c.startswith("ipcluster stop ")]
-        self.log = os.path.join(workdir, "ipcluster.log")
-        self.started = time.monotonic()
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                ["sh", "-c", command], cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=log, env=login_shell_env(mpi), start_new_session=True)
-        cluster_id = command.split("--cluster-id=")[1].split()[0]
-        self.cluster_file = os.path.join(profile_dir, "security", f"cluster-{cluster_id}.json")
-        wait_for(lambda: os.path.exists(self.cluster_file) or self.process.poll() is not None, 60,
-                 "ipcluster's cluster file")
-        assert self.process.poll() is None, self.output()
-
-    def output(self, tail: int = 3000) -> str:
-        with open(self.log, errors="replace") as f:
-            return f.read()[-tail:]
+        super().__init__(sized_recipe(mpi), os.path.join(ipython_dir, "profile_default"),
+                         workdir, mpi.env)
 
     def wait_past_early_shutdown(self) -> None:
         """Until ipcluster no longer takes an ended job for engines that failed to start
         (it logs so; its clock starts once `mpiexec` runs, after the controller's start)."""
         wait_for(lambda: "Engines appear to have started successfully" in self.output(tail=10**7),
                  EARLY_SHUTDOWN_SECONDS + 60, "ipcluster's early-shutdown window to pass")
-
-    def stop(self) -> subprocess.CompletedProcess:
-        """The README's way to end the cluster (`ipcluster stop --cluster-id=...`)."""
-        done = subprocess.run(["sh", "-c", self.stop_command], capture_output=True, text=True,
-                              timeout=90, env=login_shell_env(self.mpi))
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, 9)
-            self.process.wait(timeout=10)
-        return done
-
-    def remove_config(self) -> None:
-        os.remove(self.config)
 
 
 @pytest.fixture(scope="module")
@@ -142,9 +97,7 @@ def ipcluster(mpi, ipython_dir, tmp_path_factory):
     try:
         yield cluster
     finally:
-        if cluster.process.poll() is None:
-            cluster.stop()
-        cluster.remove_config()
+        cluster.close()
 
 
 @pytest.fixture(scope="module")
@@ -162,15 +115,6 @@ def kernel(mpi, ipcluster, tmp_path_factory):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-def named_at(out, text: str, ended: float) -> float:
-    """When the cell first showed `text`: in a stream, else in its error (at its end)."""
-    for when, _, chunk in out.stream_times:
-        if text in chunk:
-            return when
-    assert text in out.error_text, f"{text!r} never shown:\n{out.stderr}\n{out.error_text}"
-    return ended
 
 
 def test_recipe_attach_trains_across_two_mpi_hosts(sim, ipcluster, kernel):

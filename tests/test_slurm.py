@@ -10,8 +10,6 @@ Only the sizes change: 4 engines on 2 nodes with 2 CPUs and 2 (scheduled) GPUs e
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -19,6 +17,7 @@ import pytest
 
 from kernel_session import kernel_with_extension
 from readme_recipes import recipe
+from recipe_cluster import RecipeIpcluster, named_at
 from sim_hosts import sim_hosts_or_skip
 from sim_slurm import SlurmHosts, ensure_slurm, remove_leftovers
 from test_multihost import FIT_WITH_MARKER, QUICK_FIT, status, wait_for
@@ -30,53 +29,6 @@ RECIPE = recipe("Slurm").sized(SIZES)
 (ATTACH,) = [line for line in RECIPE.notebook if line.startswith("%tfdist attach ")]
 (LET_GO,) = [line for line in RECIPE.notebook if line == "%tfdist stop"]
 FIT = "%%tfdist{flags}\n" + FIT_WITH_MARKER
-
-
-def login_shell_env(slurm: SlurmHosts) -> dict[str, str]:
-    """A shell on the login node: this virtualenv active, the site's Slurm config found."""
-    path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-    return dict(os.environ, PATH=path, **slurm.env)
-
-
-class SlurmIpcluster:
-    """The recipe's `ipcluster start` on the login node, its config in the default
-    profile (of the test's IPYTHONDIR, see conftest.py)."""
-
-    def __init__(self, slurm: SlurmHosts, ipython_dir: str, workdir: str):
-        self.slurm = slurm
-        profile_dir = os.path.join(ipython_dir, "profile_default")
-        os.makedirs(profile_dir, exist_ok=True)
-        self.config = os.path.join(profile_dir, "ipcluster_config.py")
-        assert not os.path.exists(self.config), "another test left a default profile config"
-        with open(self.config, "w") as f:
-            f.write("c = get_config()  # noqa: F821\n" + "\n".join(RECIPE.config) + "\n")
-        (command,) = [c for c in RECIPE.commands if c.startswith("ipcluster start ")]
-        (self.stop_command,) = [c for c in RECIPE.commands if c.startswith("ipcluster stop ")]
-        self.log = os.path.join(workdir, "ipcluster.log")
-        with open(self.log, "ab") as log:
-            self.process = subprocess.Popen(
-                ["sh", "-c", command], cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=log, env=login_shell_env(slurm), start_new_session=True)
-        cluster_id = command.split("--cluster-id=")[1].split()[0]
-        cluster_file = os.path.join(profile_dir, "security", f"cluster-{cluster_id}.json")
-        wait_for(lambda: os.path.exists(cluster_file) or self.process.poll() is not None, 60,
-                 "ipcluster's cluster file")
-        assert self.process.poll() is None, open(self.log).read()[-3000:]
-
-    def stop(self) -> subprocess.CompletedProcess:
-        """The README's way to end the cluster (`ipcluster stop --cluster-id=...`)."""
-        done = subprocess.run(["sh", "-c", self.stop_command],
-                              capture_output=True, text=True, timeout=90,
-                              env=login_shell_env(self.slurm))
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, 9)
-            self.process.wait(timeout=10)
-        return done
-
-    def remove_config(self) -> None:
-        os.remove(self.config)
 
 
 @pytest.fixture(scope="module")
@@ -92,13 +44,14 @@ def slurm():
 
 @pytest.fixture(scope="module")
 def ipcluster(slurm, ipython_dir, tmp_path_factory):
-    cluster = SlurmIpcluster(slurm, ipython_dir, str(tmp_path_factory.mktemp("login-node")))
+    """The recipe's `ipcluster start` on the login node, its config in the default profile
+    (of the test's IPYTHONDIR, see conftest.py)."""
+    cluster = RecipeIpcluster(RECIPE, os.path.join(ipython_dir, "profile_default"),
+                              str(tmp_path_factory.mktemp("login-node")), slurm.env)
     try:
         yield cluster
     finally:
-        if cluster.process.poll() is None:
-            cluster.stop()
-        cluster.remove_config()
+        cluster.close()
 
 
 @pytest.fixture(scope="module")
@@ -120,15 +73,6 @@ def running_job(slurm) -> str:
     (job, nodes), = jobs.items()
     assert nodes == "simhost[2-3]", nodes
     return job
-
-
-def named_at(out, text: str, ended: float) -> float:
-    """When the cell first showed `text`: in a stream, else in its error (at its end)."""
-    for when, _, chunk in out.stream_times:
-        if text in chunk:
-            return when
-    assert text in out.error_text, f"{text!r} never shown:\n{out.stderr}\n{out.error_text}"
-    return ended
 
 
 def test_recipe_attach_trains_across_two_slurm_nodes(slurm, ipcluster, kernel):
