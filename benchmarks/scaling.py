@@ -10,7 +10,7 @@ TF_CONFIG, fitting the job 1 + WARM times: the later fits are the warm ones) and
 (TFCluster.start(N), the job 1 + WARM times, 20 trivial cells, stop); which of the two
 goes first alternates from round to round. The floor's warm cell lasts until all N of
 its workers finished the fit, as a tfmw cell does (with 4 workers most cells have one
-that stalls after its last step: README). The job is bench.py's dense job with
+that stalls after its last step: docs/benchmarks.md). The job is bench.py's dense job with
 3 x 20 steps: the global batch stays 64, so each worker gets 64 / N. Verdicts are
 bench.py's: fast modes (10th percentiles) compared, a 90% interval from resampling
 whole rounds, "inconclusive" when it straddles the goal.

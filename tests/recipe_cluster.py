@@ -1,8 +1,9 @@
-"""`ipcluster start` run as a README recipe says, on the login node (this machine).
+"""`ipcluster start` run as a recipe of docs/several-machines.md says, on the login node
+(this machine).
 
 The recipe's `c.X = ...` lines become the profile's `ipcluster_config.py`, its
 `ipcluster start ...` runs in a login shell (this virtualenv active, the site's settings in
-`env`), and its `ipcluster stop ...` ends it (tests/readme_recipes.py reads the recipe).
+`env`), and its `ipcluster stop ...` ends it (tests/doc_recipes.py reads the recipe).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from readme_recipes import Recipe
+from doc_recipes import Recipe
 from test_multihost import wait_for
 
 
@@ -51,7 +52,7 @@ class RecipeIpcluster:
             return f.read()[-tail:]
 
     def stop(self) -> subprocess.CompletedProcess:
-        """The README's way to end the cluster (`ipcluster stop --cluster-id=...`)."""
+        """The recipe's way to end the cluster (`ipcluster stop --cluster-id=...`)."""
         done = subprocess.run(["sh", "-c", self.stop_command], capture_output=True, text=True,
                               timeout=90, env=self.env)
         try:

@@ -9,7 +9,7 @@ the key and switches off host key checking for the simulated hosts only.
 bridge address) and whose engines ipyparallel's own SSHEngineSetLauncher starts on the
 hosts, the way it would on real machines. `SeparateFiles` gives each host the files a
 machine of its own would have (names a cluster's DNS gives, directories on its own disk),
-for tests that run a README recipe unchanged.
+for tests that run a recipe of docs/several-machines.md unchanged.
 """
 
 from __future__ import annotations

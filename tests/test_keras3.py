@@ -220,7 +220,8 @@ def test_import_keras_trains_on_tf_keras_workers_too(keras2):
 
 def test_tensorboard_keeps_the_chiefs_logs_only(keras3):
     """Keras 3's TensorBoard callback on Keras 3 workers: one events file per run directory,
-    the chief's. (On tf-keras workers a Keras 3 model's fit is not hooked: see the README.)"""
+    the chief's. (On tf-keras workers a Keras 3 model's fit is not hooked: see
+    docs/installing.md.)"""
     for kernel, where in ((keras3, "tb-keras3"),):
         out = kernel.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA + MODEL +
                         f"board = keras.callbacks.TensorBoard(log_dir={where!r})\n"

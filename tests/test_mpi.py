@@ -1,9 +1,9 @@
-"""Open MPI across two simulated hosts, used exactly as README.md's MPI recipe says.
+"""Open MPI across two simulated hosts, used exactly as docs/several-machines.md's MPI recipe says.
 
 `mpiexec` on this machine (the login node) starts Open MPI's daemons on simhost1 and
 simhost2 over their sshd, with a hostfile naming them (tests/sim_mpi.py). `ipcluster
-start` runs with the recipe's command and `ipcluster_config.py` line, taken from the
-README (tests/readme_recipes.py), so the recipe and the test cannot drift apart; the
+start` runs with the recipe's command and `ipcluster_config.py` line, taken from that page
+(tests/doc_recipes.py), so the recipe and the test cannot drift apart; the
 notebook attaches with the recipe's line. Only the sizes change: 2 engines, one per
 host, and the hostfile's path.
 """
@@ -15,8 +15,8 @@ import time
 
 import pytest
 
+from doc_recipes import recipe
 from kernel_session import kernel_with_extension
-from readme_recipes import recipe
 from recipe_cluster import RecipeIpcluster, named_at
 from sim_hosts import sim_hosts_or_skip
 from sim_mpi import MpiHosts, ensure_openmpi
@@ -24,7 +24,7 @@ from test_multihost import FIT_WITH_MARKER, QUICK_FIT, host_pids, status, wait_f
 
 pytestmark = pytest.mark.timeout(300)
 
-HOSTFILE_IN_README = "/path/to/hosts"
+HOSTFILE_IN_DOCS = "/path/to/hosts"
 # `ipcluster start` tears its whole cluster down when its engines stop within this many
 # seconds of their start (IPClusterStart.early_shutdown); a user's job is older.
 EARLY_SHUTDOWN_SECONDS = 30
@@ -32,7 +32,7 @@ FIT = "%%tfdist{flags}\n" + FIT_WITH_MARKER
 
 
 def sized_recipe(mpi: MpiHosts):
-    return recipe("MPI").sized({"-n 8": "-n 2", HOSTFILE_IN_README: mpi.hostfile})
+    return recipe("MPI").sized({"-n 8": "-n 2", HOSTFILE_IN_DOCS: mpi.hostfile})
 
 
 def job_processes(sim) -> dict[int, str]:

@@ -1,8 +1,8 @@
 """Clusters across hosts started by ipyparallel's SSH engine launcher, used exactly as
-README.md's SSH recipe says: a real OpenSSH server in each of two simulated hosts
+docs/several-machines.md's SSH recipe says: a real OpenSSH server in each of two simulated hosts
 (tests/sim_ssh.py), the recipe's `ipcluster start` in a shell on this machine with the
 recipe's `ipcluster_config.py` lines, and the recipe's attach line in the notebook, all
-taken from the README (tests/readme_recipes.py), so the recipe and the test cannot drift
+taken from that page (tests/doc_recipes.py), so the recipe and the test cannot drift
 apart. Restarts go through that launcher.
 """
 
@@ -18,8 +18,8 @@ import time
 
 import pytest
 
+from doc_recipes import recipe
 from kernel_session import kernel_with_extension
-from readme_recipes import recipe
 from sim_hosts import sim_hosts_or_skip
 from sim_ssh import SeparateFiles, SshHosts, ensure_openssh
 from test_multihost import FIT_WITH_MARKER, QUICK_FIT, REDUCE, host_pids, status, wait_for
@@ -27,7 +27,7 @@ from test_multihost import FIT_WITH_MARKER, QUICK_FIT, REDUCE, host_pids, status
 pytestmark = pytest.mark.timeout(300)
 
 # What this machine changes in the recipe: the simulated hosts stand for node1 and node2
-# (2 engines each, as in the README: 4 workers on 2 cores), and this virtualenv's Python,
+# (2 engines each, as in the recipe: 4 workers on 2 cores), and this virtualenv's Python,
 # which the hosts see at the same path, is the hosts' Python.
 SIZES = {'"node1"': '"simhost1"', '"node2"': '"simhost2"',
          '"/opt/venv/bin/python"': json.dumps(sys.executable)}
@@ -167,7 +167,7 @@ def test_ssh_launcher_cluster_trains_across_two_hosts(sim, kernel, ipcluster):
     assert "4 workers ready" in out.stdout, out.stdout
     ipcluster.engines_up = time.monotonic()
     # The recipe's controller listens on every interface and names this machine's host
-    # name as the place to dial (which the hosts resolve, as the README says they must).
+    # name as the place to dial (which the hosts resolve, as the recipe says they must).
     with open(os.path.join(ipcluster.profile_dir, "security", "ipcontroller-engine.json")) as f:
         told = json.load(f)
     assert (told["interface"], told["location"]) == ("tcp://0.0.0.0", socket.gethostname())

@@ -1,8 +1,8 @@
-"""A real Slurm on simulated hosts, used exactly as README.md's Slurm recipe says.
+"""A real Slurm on simulated hosts, used exactly as docs/several-machines.md's Slurm recipe says.
 
 slurmctld on simhost1, slurmd on simhost2 and simhost3 (tests/sim_slurm.py). This
 machine is the login node: `ipcluster start` runs here with the recipe's command and
-`ipcluster_config.py` lines, taken from the README (tests/readme_recipes.py), so the
+`ipcluster_config.py` lines, taken from that page (tests/doc_recipes.py), so the
 recipe and the test cannot drift apart; the notebook attaches with the recipe's line.
 Only the sizes change: 4 engines on 2 nodes with 2 CPUs and 2 (scheduled) GPUs each.
 """
@@ -15,8 +15,8 @@ import time
 
 import pytest
 
+from doc_recipes import recipe
 from kernel_session import kernel_with_extension
-from readme_recipes import recipe
 from recipe_cluster import RecipeIpcluster, named_at
 from sim_hosts import sim_hosts_or_skip
 from sim_slurm import SlurmHosts, ensure_slurm, remove_leftovers
@@ -160,7 +160,7 @@ def test_cancelled_job_is_named_with_host_and_job_and_the_fit_completes_in_a_new
     assert running_job(slurm) != job
     print(f"Slurm: cancelled job named in {noticed:.2f} s; --max-restarts 1 fit {took:.1f} s")
 
-    # What the README says ends a Slurm cluster: no job is left.
+    # What the recipe says ends a Slurm cluster: no job is left.
     done = ipcluster.stop()
     assert done.returncode == 0, done.stderr
     wait_for(lambda: not slurm.jobs(), 30, "every Slurm job to end")

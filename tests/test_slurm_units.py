@@ -1,5 +1,5 @@
-"""The pure parts behind the Slurm tests: the README recipe reader, the batch job an
-engine reports, the refused-port probe, and the sweep of a killed run's Slurm files."""
+"""The pure parts behind the Slurm tests: the recipe reader (docs/several-machines.md), the
+batch job an engine reports, the refused-port probe, and the sweep of a killed run's Slurm files."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from tfmw_notebook.cluster.engines import nothing_listens
 from tfmw_notebook.worker import handshake
 
 import sim_slurm
-from readme_recipes import Recipe, recipe
+from doc_recipes import Recipe, recipe
 from sim_hosts import _owner_tag
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
 
-def test_the_readme_slurm_row_is_a_whole_recipe():
+def test_the_docs_slurm_row_is_a_whole_recipe():
     found = recipe("Slurm")
     starts = [c for c in found.commands if c.startswith("ipcluster start ")]
     assert len(starts) == 1 and "--engines=slurm" in starts[0] and "--cluster-id=" in starts[0]

@@ -205,7 +205,7 @@ def summarize(rounds: list[dict], steps: int) -> dict:
 
 # Each goal's samples per round: (numerator's, denominator's). The cells of this job are
 # bimodal on this machine (about 1.0 s or 1.6 s at random, the floor's as much as tfmw's:
-# see README), so a median flips with how many cells of a run landed slow. Each side is
+# see docs/benchmarks.md), so a median flips with how many cells of a run landed slow. Each side is
 # summarized by its fast mode instead, the 10th percentile of all its cells, and the
 # interval comes from resampling whole rounds (paired: a slow spell hits both sides).
 SAMPLES = {
@@ -221,7 +221,7 @@ SAMPLES = {
     # on_train_end on the chief) holds every step and all the dashboard's work during
     # them (the workers' reporting, the notebook's drawing on the same cores); the cell
     # around it adds the post-fit stall that comes in about half the cells at random
-    # (README), 0.5 s on a 1 s cell, which no number of rounds here averages out.
+    # (docs/benchmarks.md), 0.5 s on a 1 s cell, which no number of rounds here averages out.
     "dashboard": lambda e: (e["tfmw"]["dashboard"]["off"]["all_loops"],
                             e["tfmw"]["dashboard"]["on"]["all_loops"]),
     "trivial_ms": lambda e: (e["tfmw"]["trivial_ms"], None),

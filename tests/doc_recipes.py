@@ -1,6 +1,6 @@
-"""The cluster recipes of README.md's "Several machines" table, as the tests run them.
+"""The cluster recipes of docs/several-machines.md's table, as the tests run them.
 
-A test takes its commands from the README instead of keeping a copy, so a recipe that
+A test takes its commands from that page instead of keeping a copy, so a recipe that
 stops working fails a test instead of misleading a reader. Each table row names how
 the engines start (first column); its code spans are sorted by what they are:
 `ipcluster ...` commands, `c.X = ...` lines of `ipcluster_config.py`, and `%tfdist ...`
@@ -13,8 +13,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
-SECTION = "## Several machines"
+RECIPES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                       "several-machines.md")
 
 
 @dataclass
@@ -31,24 +31,20 @@ class Recipe:
         groups = [list(self.commands), list(self.config), list(self.notebook)]
         for old, new in replacements.items():
             if not any(old in line for group in groups for line in group):
-                raise AssertionError(f"README recipe no longer contains {old!r}: update the test")
+                raise AssertionError(f"the recipe no longer contains {old!r}: update the test")
             groups = [[line.replace(old, new) for line in group] for group in groups]
         return Recipe(*groups)
 
 
-def recipe(row: str, path: str = README) -> Recipe:
+def recipe(row: str, path: str = RECIPES) -> Recipe:
     """The recipe in the table row whose first column is `row` (e.g. "Slurm")."""
     with open(path) as f:
         text = f.read()
-    start = text.find(SECTION)
-    if start < 0:
-        raise AssertionError(f"{path} has no {SECTION!r} section")
-    section = text[start:text.find("\n## ", start + len(SECTION))]
-    for line in section.splitlines():
+    for line in text.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
         if line.startswith("|") and cells[0] == row:
             return _sorted_spans(re.findall(r"`([^`]+)`", line))
-    raise AssertionError(f"no {row!r} row in the table of {SECTION!r} in {path}")
+    raise AssertionError(f"no {row!r} row in the recipes table of {path}")
 
 
 def _sorted_spans(spans: list[str]) -> Recipe:
