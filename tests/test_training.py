@@ -56,6 +56,18 @@ def test_engines_start_without_the_kernel_debugger_yet_cells_can_import_debugpy(
     assert per_worker(tf_kernel, "debugger_state") == [[False, "debugpy"], [False, "debugpy"]]
 
 
+def test_start_up_objects_are_frozen_yet_a_cells_garbage_is_collected(tf_kernel):
+    # Full collections skip the libraries' objects (worker/collector.py); what cells
+    # make is still the collector's: a reference cycle dropped by a cell is freed.
+    tf_kernel.ok("%%tfdist\nimport gc, weakref\n"
+                 "class _Node: pass\n"
+                 "_a, _b = _Node(), _Node(); _a.other, _b.other = _b, _a\n"
+                 "_alive = weakref.ref(_a); del _a, _b\n"
+                 "gc.collect()\n"
+                 "collected = [gc.get_freeze_count() > 100_000, _alive() is None, gc.isenabled()]")
+    assert per_worker(tf_kernel, "collected") == [[True, True, True], [True, True, True]]
+
+
 def test_cell_that_builds_its_own_strategy(tf_kernel):
     tf_kernel.ok("%%tfdist\nimport tensorflow as tf\n"
                  "own = tf.distribute.MultiWorkerMirroredStrategy()\n"

@@ -23,6 +23,7 @@ from ..protocol.tempdirs import remove_worker_tempdir, use_private_tempdir
 from ..protocol.tfconfig import GRPC_OPTIONS_VARIABLE, grpc_options
 from . import (
     chief_writes,
+    collector,
     controller_watch,
     gpus,
     handshake,
@@ -108,6 +109,7 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
                                or (None, None)))
     publisher = _install_hooks(settings["rank"], settings["world_size"])
     _fill_namespace(tf, strategy, publisher, settings["rank"], settings["world_size"])
+    collector.freeze_startup_objects()
     return {
         **versions(),
         "replicas": strategy.num_replicas_in_sync,
