@@ -163,3 +163,13 @@ def test_the_troubleshooting_page_quotes_every_usage_error_of_the_magics():
     assert len(messages) >= 12
     for message in messages:
         assert _plain(message)[:40] in page, f"UsageError {message!r} is not on the page"
+
+
+def test_every_relative_link_of_the_readme_and_contributing_leads_to_a_file():
+    for name in ("README.md", "CONTRIBUTING.md"):
+        text = _read(ROOT, name)
+        links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+        local = [link for link in links if "://" not in link]
+        assert local or name != "README.md"
+        for link in local:
+            assert os.path.exists(os.path.join(ROOT, link)), f"{name} links to missing {link}"
