@@ -102,7 +102,7 @@ def test_the_reference_shows_a_changed_default():
 # catch them and show what they say in another form.
 NOT_SHOWN_BY_NAME = {
     "IsolationUnavailable": "becomes the one-line warning about the host's network",
-    "DeviceSplitError": "becomes a ClusterSetupError or UsageError with its message",
+    "DeviceSplitError": "becomes a ClusterSetupError with its message",
 }
 
 
