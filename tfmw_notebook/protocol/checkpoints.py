@@ -183,7 +183,7 @@ def _run_time(run_dir: str) -> float:
 
 
 def list_runs(root: str | os.PathLike[str] = DEFAULT_ROOT) -> list[str]:
-    """Run directories under `root` (with run.json or any ckpt-*), newest first."""
+    """Run directories under `root` (with a run.json or a ckpt-NNNNNN), newest first."""
     root = os.fspath(root)
     try:
         names = os.listdir(root)
