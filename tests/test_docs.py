@@ -32,6 +32,14 @@ def test_the_readme_is_at_most_8_kb():
     assert os.path.getsize(README) <= 8 * 1024
 
 
+def test_ci_runs_the_readmes_test_command_as_written():
+    # The README's second set-up command is what CI runs, word for word.
+    commands = re.findall(r"^```bash\n(.*?)\n```$", _read(README), flags=re.S | re.M)
+    tests = [c for c in commands if "pytest" in c]
+    assert len(tests) == 1, tests
+    assert tests[0] in _read(ROOT, ".ci", "run").splitlines()
+
+
 def test_the_first_training_page_shows_the_readme_example_as_tested():
     page = _read(DOCS, "first-training.md")
     assert re.findall(r"^```python\n(.*?)^```$", page, flags=re.S | re.M) == readme_cells()
