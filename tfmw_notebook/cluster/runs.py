@@ -1,0 +1,84 @@
+"""The recorded runs for code: `%tfdist runs`, `cluster.runs()`, `tfmw_notebook.list_runs()`.
+
+Read from disk each time (records survive the kernel): see protocol/records.py.
+Shown in a notebook as the runs table and figure; the magic adds the interactive
+browser (widgets/runs_view.py) with its actions bound to the session.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ..protocol import checkpoints, records
+
+
+class Runs:
+    """The runs under `root`: `records()` (dicts), `to_dataframe()`, `delete(name)`."""
+
+    def __init__(self, root: str, found: list[dict[str, Any]],
+                 view: Callable[[Runs], Any] | None = None):
+        self.root = root
+        self._records = found
+        self._view = view   # makes the interactive browser (the magic's), else static only
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every run's record, oldest first (copies: change them freely)."""
+        return copy.deepcopy(self._records)
+
+    def names(self) -> list[str]:
+        return [record["name"] for record in self._records]
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def to_dataframe(self):
+        """One row per run: the table's columns and every hyperparameter (needs pandas)."""
+        try:
+            import pandas
+        except ImportError:
+            raise ImportError("to_dataframe() needs pandas: pip install pandas "
+                              "(records() gives the same data as dicts)") from None
+        from ..widgets import run_table
+
+        metrics = run_table.metric_names(self._records)
+        rows = [run_table.row(record, metrics) for record in self._records]
+        return pandas.DataFrame(rows).set_index("name") if rows else pandas.DataFrame()
+
+    def delete(self, name: str) -> str:
+        """Remove run `name`: its record and its checkpoints (nothing else)."""
+        path = records.delete_run(self.root, name)
+        self._records = [record for record in self._records if record["name"] != name]
+        return path
+
+    def __repr__(self) -> str:
+        if not self._records:
+            return f"no runs under {self.root}"
+        return f"{len(self)} runs under {self.root}: {', '.join(self.names())}"
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        bundle = {"text/plain": repr(self)}
+        if not self._records:
+            return bundle
+        from ..widgets.runs_view import RunsView
+
+        view = self._view(self) if self._view is not None else RunsView(self._records)
+        html = view.static_html()
+        png = view.figure_png()
+        bundle.update({"text/html": html, "image/png": base64.b64encode(png).decode("ascii")})
+        if self._view is not None:   # live: the browser; saved: the table and figure stay
+            bundle.update(view.widget._repr_mimebundle_()  or {})
+            bundle["text/plain"] = repr(self)
+        return bundle
+
+
+def list_runs(root: str | os.PathLike[str] = checkpoints.DEFAULT_ROOT) -> Runs:
+    """The recorded runs under `root` (default ./tfdist_checkpoints), oldest first."""
+    if not isinstance(root, (str, os.PathLike)):
+        raise ValueError(f"Invalid value for argument `root`. Received: root={root!r}. "
+                         "Expected a directory path")
+    path = os.path.abspath(os.fspath(root))
+    return Runs(path, records.list_records(path))
