@@ -86,10 +86,15 @@ def test_every_fit_is_a_run_record_that_outlives_the_kernel(tf_kernel, tmp_path)
                                  "callbacks=[SlowAfterFirstEpoch()])", timeout=200)
     watcher.join(timeout=30)
     assert interrupted.status == "error" and "interrupted" in interrupted.error["evalue"]
+    stopped = records_in(kernel)["rec-int"]
+    assert stopped["outcome"] == "interrupted" and stopped["epochs"][:1] == [0], stopped
+    assert "interrupted" in stopped["error"]
     kernel.ok(f"%%tfdist\nMARKER = {marker + '-unused'!r}\n" + SETUP)   # fresh workers
     kernel.ok("%%tfdist --resume-from tfdist_checkpoints/rec-int\nmodel = build(0.01)\n"
               "model.fit(train, epochs=3, steps_per_epoch=4)")
 
+    check_names_are_checked(kernel, root)
+    check_the_browser_and_what_the_notebook_keeps(kernel)
     runs = records_in(kernel)
     new = {name: runs[name] for name in set(runs) - before}
     auto = [name for name in new if name.startswith("run-")]
@@ -100,6 +105,34 @@ def test_every_fit_is_a_run_record_that_outlives_the_kernel(tf_kernel, tmp_path)
     check_failed_and_interrupted(new["rec-failed"], new["rec-int"])
     check_survives_a_new_kernel(cwd, runs)
     check_deletion(kernel, root, runs)
+
+
+def check_names_are_checked(kernel, root):
+    everything = sorted(os.listdir(root))
+    assert "run name 'rec-done' is already used" in usage_error(
+        kernel, "%%tfdist --name rec-done\nmodel.fit(train, epochs=1, steps_per_epoch=2)")
+    assert "is not usable" in usage_error(
+        kernel, "%%tfdist --name ../up\nmodel.fit(train, epochs=1, steps_per_epoch=2)")
+    assert "nothing was run" in usage_error(
+        kernel, "%%tfdist --name x --checkpoint-dir y\nmodel.fit(train, epochs=1)")
+    assert sorted(os.listdir(root)) == everything
+
+
+def check_the_browser_and_what_the_notebook_keeps(kernel):
+    out = kernel.ok("%tfdist runs")
+    (bundle,) = out.results
+    assert "application/vnd.jupyter.widget-view+json" in bundle          # live: the browser
+    table = bundle["text/html"]                                           # saved: the table
+    assert 'class="tfmw-runs-table"' in table and "<td" in table
+    for name in ("rec-done", "rec-done.2", "rec-failed", "rec-int"):
+        assert f">{name}<" in table
+    assert 'src="data:image/png;base64,iVBORw0KGgo' in table              # and the figure
+    assert bundle["image/png"].startswith("iVBORw0KGgo")
+    code = kernel.ok("runs = %tfdist runs\nrecords = runs.records()\n"
+                     "print(sorted({r['outcome'] for r in records}), len(records) == len(runs),"
+                     " type(runs.to_dataframe()).__name__)")
+    assert code.results == [] and code.stdout.split("] ")[1].strip() == "True DataFrame"
+    assert "'completed'" in code.stdout and "'failed'" in code.stdout
 
 
 def check_completed(done, second, root):
@@ -151,5 +184,12 @@ def check_deletion(kernel, root, runs):
     assert "deleted run rec-done.2" in out.stdout
     assert sorted(os.listdir(root)) == [n for n in everything if n != "rec-done.2"]
     assert set(records_in(kernel)) == set(runs) - {"rec-done.2"}
-    refused = kernel.execute("%tfdist runs --delete rec-done.2")
-    assert refused.status == "error" and "no run named 'rec-done.2'" in refused.error["evalue"]
+    assert usage_error(kernel, "%tfdist runs --delete rec-done.2").startswith(
+        "UsageError: no run named 'rec-done.2' under ")
+
+
+def usage_error(kernel, code):
+    out = kernel.execute(code)
+    lines = [line for line in out.stderr.splitlines() if line.startswith("UsageError: ")]
+    assert out.status == "error" and len(lines) == 1, out.stderr
+    return lines[0]

@@ -14,7 +14,7 @@ from typing import Any
 from ..protocol.records import final_and_best
 from .summaries import format_duration, format_value
 
-BASE_COLUMNS = ("name", "outcome", "epochs", "wall time", "samples/s")
+BASE_COLUMNS = ("name", "outcome", "epochs done", "wall time", "samples/s")
 _LEADING_METRICS = ("loss", "val_loss")
 
 
@@ -58,7 +58,7 @@ def row(record: Mapping[str, Any], metrics: Sequence[str]) -> dict[str, Any]:
     epochs = record.get("epochs") or []
     values: dict[str, Any] = {
         "name": record.get("name"), "outcome": record.get("outcome"),
-        "epochs": (epochs[-1] + 1) if epochs else 0,
+        "epochs done": (epochs[-1] + 1) if epochs else 0,
         "wall time": record.get("wall_time"), "samples/s": record.get("samples_per_second")}
     values.update(hyperparameters(record))
     history = record.get("history") or {}
