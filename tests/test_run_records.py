@@ -52,6 +52,7 @@ def test_names_count_up_over_what_is_on_disk_and_bad_or_used_names_are_refused(t
     assert records.next_run_name(root) == "run-8"
     assert records.name_problem("lr-0.01", root) == ""
     assert "already used" in records.name_problem("mine", root)
+    assert "(run-7.2)" in records.name_problem("run-7", root)   # its second fit's directory
     for bad in ("", "../x", "a/b", ".hidden", "a b", "x."):
         assert "not usable" in records.name_problem(bad, root), bad
     assert records.fit_run_dir("/r/run-3", 1) == "/r/run-3"

@@ -52,20 +52,26 @@ def name_problem(name: str, root: str) -> str:
     if not isinstance(name, str) or not _NAME.fullmatch(name) or name.endswith("."):
         return (f"run name {name!r} is not usable: use letters, digits, '_', '-' and '.' "
                 "(at most 100, starting with a letter or digit)")
-    if os.path.lexists(os.path.join(root, name)):
-        return (f"run name {name!r} is already used under {root}: pick another name, or "
-                f"delete that run first (%tfdist runs --delete {name})")
+    taken = re.compile(re.escape(name) + r"(\.\d+)?")   # NAME.2 is its second fit's
+    used = sorted(entry for entry in _entries(root) if taken.fullmatch(entry))
+    if used:
+        return (f"run name {name!r} is already used under {root} ({used[0]}): pick another "
+                f"name, or delete that run first (%tfdist runs --delete {used[0]})")
     return ""
 
 
 def next_run_name(root: str) -> str:
     """'run-N', N one more than the largest run-N (or run-N.K) under `root`."""
-    try:
-        names = os.listdir(root)
-    except (FileNotFoundError, NotADirectoryError):
-        names = []
-    numbers = [int(match.group(1)) for match in map(_NUMBERED.fullmatch, names) if match]
+    numbers = [int(match.group(1)) for match in map(_NUMBERED.fullmatch, _entries(root))
+               if match]
     return f"{RUN_PREFIX}{max(numbers, default=0) + 1}"
+
+
+def _entries(root: str) -> list[str]:
+    try:
+        return os.listdir(root)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def fit_run_dir(run_dir: str, index: int) -> str:
