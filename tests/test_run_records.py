@@ -193,3 +193,16 @@ def test_browser_redraws_for_the_runs_selected_and_acts_on_one(tmp_path):
     assert 'src="data:image/png;base64,' in view.static_html()
     with pytest.raises(ValueError, match="no run 'run-9'"):
         view.select("run-9")
+
+
+def test_a_fit_run_again_after_a_restart_keeps_the_epochs_of_the_attempt_before():
+    capture = FitCapture()
+    capture.on_data(0, {records.run_key(1): chief_fit(1, losses=(1.0, 0.8), finished=False)})
+    again = chief_fit(1, losses=(0.7, 0.6, 0.5))
+    again["epochs"] = [1, 2, 3]          # resumed from the backup of epoch 1
+    capture.on_data(0, {records.run_key(1): again})
+    (fit,) = capture.fits([again])
+    assert fit["epochs"] == [0, 1, 2, 3] and fit["history"]["loss"] == [1.0, 0.7, 0.6, 0.5]
+    assert fit["wall_time"] == 4.0 and fit["finished"]
+    capture.on_data(0, {})               # a third attempt that failed before its fit
+    assert capture.fits()[0]["epochs"] == [0, 1, 2, 3]

@@ -35,6 +35,13 @@ class RaiseOnRank1(tf.keras.callbacks.Callback):
         if tfdist.rank == 1:
             raise RuntimeError("rank 1 refuses")
 
+class KillRank1Once(tf.keras.callbacks.Callback):
+    """Rank 1 dies as its second epoch begins, the first time only."""
+    def on_epoch_begin(self, epoch, logs=None):
+        if tfdist.rank == 1 and epoch == 1 and not os.path.exists(MARKER + ".killed"):
+            open(MARKER + ".killed", "w").close()
+            os.kill(os.getpid(), 9)
+
 class SlowAfterFirstEpoch(tf.keras.callbacks.Callback):
     """From epoch 2 on, each epoch waits: the test interrupts meanwhile (MARKER says when)."""
     def on_epoch_begin(self, epoch, logs=None):
@@ -89,20 +96,25 @@ def test_every_fit_is_a_run_record_that_outlives_the_kernel(tf_kernel, tmp_path)
     stopped = records_in(kernel)["rec-int"]
     assert stopped["outcome"] == "interrupted" and stopped["epochs"][:1] == [0], stopped
     assert "interrupted" in stopped["error"]
-    kernel.ok(f"%%tfdist\nMARKER = {marker + '-unused'!r}\n" + SETUP)   # fresh workers
+    kernel.ok(f"%%tfdist\nMARKER = {marker!r}\n" + SETUP)   # the workers are fresh
     kernel.ok("%%tfdist --resume-from tfdist_checkpoints/rec-int\nmodel = build(0.01)\n"
               "model.fit(train, epochs=3, steps_per_epoch=4)")
+    restarted = kernel.ok("%%tfdist --name rec-restarted --max-restarts 1 --no-checkpoint\n"
+                          "model = build(0.01)\nmodel.fit(train, epochs=3, steps_per_epoch=4, "
+                          "callbacks=[KillRank1Once()])", timeout=200)
+    assert "restart 1 of 1" in restarted.stderr
 
     check_names_are_checked(kernel, root)
     check_the_browser_and_what_the_notebook_keeps(kernel)
     runs = records_in(kernel)
     new = {name: runs[name] for name in set(runs) - before}
     auto = [name for name in new if name.startswith("run-")]
-    assert sorted(new) == sorted(["rec-done", "rec-done.2", "rec-failed", "rec-int"] + auto)
+    assert sorted(new) == sorted(["rec-done", "rec-done.2", "rec-failed", "rec-int",
+                                  "rec-restarted"] + auto)
     assert len(auto) == 1
     check_completed(new["rec-done"], new["rec-done.2"], root)
     check_without_checkpoints(new[auto[0]], root)
-    check_failed_and_interrupted(new["rec-failed"], new["rec-int"])
+    check_failed_interrupted_restored(new["rec-failed"], new["rec-int"], new["rec-restarted"])
     check_survives_a_new_kernel(cwd, runs)
     check_deletion(kernel, root, runs)
 
@@ -162,12 +174,16 @@ def check_without_checkpoints(auto, root):
     assert os.listdir(os.path.join(root, auto["name"])) == ["run.json"]
 
 
-def check_failed_and_interrupted(failed, resumed):
+def check_failed_interrupted_restored(failed, resumed, restarted):
     assert failed["outcome"] == "failed" and "rank 1 refuses" in failed["error"]
     # rec-int was interrupted in its second epoch, then resumed from its checkpoint of
     # epoch 1 to epoch 3: the record goes on, marked restored.
     assert resumed["outcome"] == "restored", resumed
     assert resumed["epochs"] == [0, 1, 2] and len(resumed["history"]["loss"]) == 3
+    # rec-restarted lost rank 1 in its second epoch; --max-restarts brought the workers
+    # back and the fit resumed from its backup: every epoch is in the record.
+    assert restarted["outcome"] == "restored", restarted
+    assert restarted["epochs"] == [0, 1, 2] and len(restarted["history"]["loss"]) == 3
 
 
 def check_survives_a_new_kernel(cwd, runs):

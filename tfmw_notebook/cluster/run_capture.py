@@ -19,6 +19,7 @@ class FitCapture:
 
     def __init__(self, forward: Callable[[int, dict], None] | None = None):
         self.published: dict[int, dict[str, Any]] = {}
+        self.earlier: dict[int, dict[str, Any]] = {}   # the attempts before a restart
         self.raised: set[int] = set()
         self._forward = forward
         self._sources: dict[int, dict] = {}
@@ -26,7 +27,9 @@ class FitCapture:
     def on_data(self, rank: int, data: dict) -> None:
         if self._sources.get(rank) is not data:   # a new attempt after a restart
             self._sources[rank] = data
-            if rank == 0:
+            if rank == 0 and self.published:
+                self.earlier = {index: _went_on(self.earlier.get(index), fit)
+                                for index, fit in self.published.items()}
                 self.published = {}
         for key in list(data or {}):
             if not isinstance(key, str) or not key.startswith(records.RUN_KEY):
@@ -43,7 +46,20 @@ class FitCapture:
         """Each fit's chief record, by fit number; those the cell returned win."""
         found = dict(self.published)
         found.update({int(fit.get("fit", i + 1)): fit for i, fit in enumerate(returned or [])})
-        return [found[index] for index in sorted(found)]
+        if not found:
+            found = dict(self.earlier)   # the last attempt failed before its first fit
+        return [_went_on(self.earlier.get(index), found[index]) for index in sorted(found)]
+
+
+def _went_on(before: dict[str, Any] | None, fit: dict[str, Any]) -> dict[str, Any]:
+    """A fit run again after a restart: its epochs before the one it resumed at (from its
+    backup) come from the attempt before; its training time adds up."""
+    if before is None:
+        return fit
+    history, epochs = records.continued(before, fit)
+    times = [t for t in (before.get("wall_time"), fit.get("wall_time")) if t is not None]
+    return {**fit, "history": history, "epochs": epochs,
+            "wall_time": sum(times) if times else None}
 
 
 @dataclass

@@ -122,7 +122,7 @@ def write_record(run_dir: str, record: dict[str, Any]) -> str:
     merged.setdefault("run", os.path.basename(os.path.normpath(run_dir)))
     merged["finished_at"] = time.time()
     if is_record(old):
-        merged["history"], merged["epochs"] = _continued(old, record)
+        merged["history"], merged["epochs"] = continued(old, record)
     merged.pop("run_dir", None)
     path = os.path.join(run_dir, RUN_FILE)
     checkpoints.write_json_atomic(
@@ -130,9 +130,10 @@ def write_record(run_dir: str, record: dict[str, Any]) -> str:
     return path
 
 
-def _continued(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, list[float]],
-                                                                   list[int]]:
-    """The old record's epochs before the new one's first, then the new ones."""
+def continued(old: dict[str, Any], new: dict[str, Any]) -> tuple[dict[str, list[float]],
+                                                                  list[int]]:
+    """History and epochs of a run that went on: `old`'s epochs before `new`'s first, then
+    `new`'s (a resumed run, or a fit that resumed from its backup after a restart)."""
     new_epochs = list(new.get("epochs") or [])
     start = new_epochs[0] if new_epochs else math.inf
     old_epochs = list(old.get("epochs") or [])
