@@ -206,3 +206,19 @@ def test_a_fit_run_again_after_a_restart_keeps_the_epochs_of_the_attempt_before(
     assert fit["wall_time"] == 4.0 and fit["finished"]
     capture.on_data(0, {})               # a third attempt that failed before its fit
     assert capture.fits()[0]["epochs"] == [0, 1, 2, 3]
+
+
+def test_runs_for_code_show_the_table_and_figure_and_say_when_pandas_is_missing(monkeypatch):
+    import base64
+    import sys
+
+    runs = Runs("/r", [record("run-1"), record("run-2", lr=0.1)])
+    bundle = runs._repr_mimebundle_()
+    assert bundle["text/plain"] == "2 runs under /r: run-1, run-2"
+    assert 'class="tfmw-runs-table"' in bundle["text/html"] and ">run-2<" in bundle["text/html"]
+    assert base64.b64decode(bundle["image/png"]).startswith(PNG_SIGNATURE)
+    assert "application/vnd.jupyter.widget-view+json" not in bundle
+    assert Runs("/r", [])._repr_mimebundle_() == {"text/plain": "no runs under /r"}
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match=r"^to_dataframe\(\) needs pandas: pip install pandas"):
+        runs.to_dataframe()

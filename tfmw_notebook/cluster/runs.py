@@ -7,7 +7,6 @@ browser (widgets/runs_view.py) with its actions bound to the session.
 
 from __future__ import annotations
 
-import base64
 import copy
 import os
 from collections.abc import Callable
@@ -63,16 +62,20 @@ class Runs:
         bundle = {"text/plain": repr(self)}
         if not self._records:
             return bundle
-        from ..widgets.runs_view import RunsView
+        from ..widgets import runs_view
 
-        view = self._view(self) if self._view is not None else RunsView(self._records)
+        if self._view is None:      # for code: the table and the figure, no widgets
+            html = runs_view.static_html(self._records)
+            return {**bundle, "text/html": html, "image/png": _figure_of(html)}
+        view = self._view(self)     # live: the browser; saved: the table and figure stay
         html = view.static_html()
-        png = view.figure_png()
-        bundle.update({"text/html": html, "image/png": base64.b64encode(png).decode("ascii")})
-        if self._view is not None:   # live: the browser; saved: the table and figure stay
-            bundle.update(view.widget._repr_mimebundle_()  or {})
-            bundle["text/plain"] = repr(self)
-        return bundle
+        return {**(view.widget._repr_mimebundle_() or {}), **bundle, "text/html": html,
+                "image/png": _figure_of(html)}
+
+
+def _figure_of(html: str) -> str:
+    """The base64 PNG a static table's figure embeds (also given as the bundle's image)."""
+    return html.rsplit("base64,", 1)[1].split('"', 1)[0]
 
 
 def list_runs(root: str | os.PathLike[str] = checkpoints.DEFAULT_ROOT) -> Runs:

@@ -39,7 +39,7 @@ class RunsView:
         self.descending = widgets.Checkbox(value=False, description="descending", indent=False)
         self.table = widgets.HTML()
         names = [str(record["name"]) for record in self._records]
-        self.runs = widgets.SelectMultiple(options=names, value=tuple(names[-_SHOWN_AT_FIRST:]),
+        self.runs = widgets.SelectMultiple(options=names, value=default_selection(self._records),
                                            rows=min(8, max(2, len(names))), description="runs")
         self.metric = widgets.Dropdown(options=metrics, value=monitor_metric(metrics),
                                        description="metric")
@@ -141,13 +141,29 @@ class RunsView:
 
     def static_html(self) -> str:
         """The table and the figure as plain HTML (kept in a saved notebook)."""
-        columns, rows = run_table.table(self._records, self.sort_by.value, self.descending.value)
-        png = self.figure_png()
-        picture = base64.b64encode(png).decode("ascii")
-        return (run_table.table_html(columns, rows, selected=self.runs.value)
-                + f'<img class="tfmw-runs-figure" width="{shown_width(png)}" '
-                  f'src="data:image/png;base64,{picture}"/>')
+        return static_html(self._records, self.runs.value, self.metric.value,
+                           sort_by=self.sort_by.value, descending=self.descending.value)
 
     def _show(self, message: str, error: bool = False) -> None:
         text = html.escape(message)
         self.status.value = f'<span style="color: #b00">{text}</span>' if error else text
+
+
+def default_selection(records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The runs drawn when a view opens: the newest few."""
+    return tuple(str(record["name"]) for record in records)[-_SHOWN_AT_FIRST:]
+
+
+def static_html(records: Sequence[Mapping[str, Any]], selected: Sequence[str] | None = None,
+                metric: str | None = None, *, sort_by: str | None = None,
+                descending: bool = False) -> str:
+    """The table and the figure of `selected` runs' `metric` as plain HTML, no widgets."""
+    chosen = set(default_selection(records) if selected is None else selected)
+    if metric is None:
+        metric = monitor_metric(run_table.metric_names(records))
+    columns, rows = run_table.table(records, sort_by, descending)
+    png = render_runs_png([r for r in records if r["name"] in chosen], metric)
+    picture = base64.b64encode(png).decode("ascii")
+    return (run_table.table_html(columns, rows, selected=sorted(chosen))
+            + f'<img class="tfmw-runs-figure" width="{shown_width(png)}" '
+              f'src="data:image/png;base64,{picture}"/>')
