@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-# The fit() arguments a record keeps (data and callbacks are not hyperparameters).
+# The fit() arguments a record keeps (data and callbacks are not hyperparameters; nor is
+# `shuffle`, which the hooks set for tf.data pipelines, see keras_hooks.py).
 FIT_ARGUMENTS = ("epochs", "batch_size", "steps_per_epoch", "initial_epoch",
-                 "validation_split", "validation_steps", "validation_freq", "shuffle",
-                 "class_weight")
+                 "validation_split", "validation_steps", "validation_freq", "class_weight")
 _DEPTH = 6   # nested configs deeper than this are cut (a record stays small)
 
 
