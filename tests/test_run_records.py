@@ -222,3 +222,36 @@ def test_runs_for_code_show_the_table_and_figure_and_say_when_pandas_is_missing(
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ImportError, match=r"^to_dataframe\(\) needs pandas: pip install pandas"):
         runs.to_dataframe()
+
+
+def test_the_chiefs_facts_of_a_model_are_plain_data():
+    import numpy as np
+    from tfmw_notebook.worker import run_facts
+
+    class Adam:
+        learning_rate = np.float32(0.5)
+
+        def get_config(self):
+            return {"name": "adam", "learning_rate": {"class_name": "ExponentialDecay"},
+                    "beta_1": np.float32(0.9), "clipnorm": None, "weird": object()}
+
+    def huber(y, p):
+        return y
+
+    class Model:
+        optimizer, loss = Adam(), huber
+
+        def count_params(self):
+            return np.int64(49)
+
+    facts = run_facts.model_facts(Model())
+    assert facts["optimizer"] == "Adam" and facts["loss"] == "huber" and facts["parameters"] == 49
+    assert facts["learning_rate"] == "ExponentialDecay"
+    assert facts["optimizer_config"]["beta_1"] == pytest.approx(0.9)
+    assert facts["optimizer_config"]["weird"].startswith("<")
+    json.dumps(facts)
+    assert run_facts.fit_arguments({"epochs": 3, "batch_size": None}, validation=False,
+                                   global_batch=64) == {"epochs": 3, "validation": False,
+                                                        "batch_size": 64}
+    assert run_facts.loss_name({"out": "mse"}) == "out: mse"
+    assert run_facts.plain(float("nan")) == "nan"
