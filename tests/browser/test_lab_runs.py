@@ -11,7 +11,14 @@ import time
 
 import nbformat
 import pytest
-from notebook_page import cell_containing, open_notebook, run_all, save, wait_until_run
+from notebook_page import (
+    cell_containing,
+    open_notebook,
+    run_all,
+    save,
+    wait_for,
+    wait_until_run,
+)
 from tfmw_notebook.protocol import checkpoints, records
 
 pytestmark = pytest.mark.timeout(300)
@@ -49,6 +56,9 @@ def test_select_two_runs_and_the_figure_changes(start_app, page, screenshots):
     figure = view.locator("img.tfmw-runs-curves")
     figure.wait_for(state="visible", timeout=30_000)
     assert view.locator("table.tfmw-runs-table tr.tfmw-run-row").count() == 3
+    # The static twin (for the saved notebook) is there, hidden beside the live browser.
+    static = cell_containing(page, RUNS_CELL).locator(".tfmw-runs-static")
+    assert static.count() == 1 and not static.is_visible()
     before = figure.get_attribute("src")
     view.screenshot(path=os.path.join(screenshots, "all-runs.png"))
 
@@ -65,11 +75,23 @@ def test_select_two_runs_and_the_figure_changes(start_app, page, screenshots):
 
     save(page)
     saved = json.load(open(os.path.join(server.root_dir, "runs.ipynb")))
-    (output,) = [cell for cell in saved["cells"] if RUNS_CELL in "".join(cell["source"])][0][
-        "outputs"]
-    html = "".join(output["data"]["text/html"])
+    static, browser = [cell for cell in saved["cells"]
+                       if RUNS_CELL in "".join(cell["source"])][0]["outputs"]
+    assert "application/vnd.jupyter.widget-view+json" in browser["data"]
+    html = "".join(static["data"]["text/html"])
     assert 'class="tfmw-runs-table"' in html and ">run-2<" in html
-    assert 'src="data:image/png;base64,' in html and output["data"]["image/png"]
+    assert 'src="data:image/png;base64,' in html and static["data"]["image/png"]
+
+    # Reopened without its kernel (the browser's widgets are gone): the table and figure show.
+    page.evaluate("() => window.jupyterapp.serviceManager.sessions.shutdownAll()")
+    page.reload()
+    static = cell_containing(page, RUNS_CELL).locator(".tfmw-runs-static")
+    static.locator("table.tfmw-runs-table").wait_for(state="visible", timeout=60_000)
+    assert static.locator("img.tfmw-runs-figure").is_visible()
+    cell_containing(page, RUNS_CELL).screenshot(path=os.path.join(screenshots, "reopened.png"))
+    # The reload started a new kernel: let it come up, then end it (the server stops faster).
+    wait_for(page, lambda s: s["kernel"] == "idle", 60, "the new kernel")
+    page.evaluate("() => window.jupyterapp.serviceManager.sessions.shutdownAll()")
 
 
 def changed(read, before, seconds):

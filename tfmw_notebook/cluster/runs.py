@@ -16,7 +16,10 @@ from ..protocol import checkpoints, records
 
 
 class Runs:
-    """The runs under `root`: `records()` (dicts), `to_dataframe()`, `delete(name)`."""
+    """The runs under `root`: `records()` (dicts), `to_dataframe()`, `delete(name)`.
+
+    Shown as the runs table and figure; with `view` (the magic's) as the interactive
+    browser `view(runs)` makes, which also leaves the table and figure as an output."""
 
     def __init__(self, root: str, found: list[dict[str, Any]],
                  view: Callable[[Runs], Any] | None = None):
@@ -65,12 +68,14 @@ class Runs:
         from ..widgets import runs_view
 
         if self._view is None:      # for code: the table and the figure, no widgets
-            html = runs_view.static_html(self._records)
-            return {**bundle, "text/html": html, "image/png": _figure_of(html)}
-        view = self._view(self)     # live: the browser; saved: the table and figure stay
-        html = view.static_html()
-        return {**(view.widget._repr_mimebundle_() or {}), **bundle, "text/html": html,
-                "image/png": _figure_of(html)}
+            return {**bundle, **static_bundle(runs_view.static_html(self._records))}
+        view = self._view(self)     # the browser (the view shows its static twin itself)
+        return {**(view.widget._repr_mimebundle_() or {}), **bundle}
+
+
+def static_bundle(html: str) -> dict[str, str]:
+    """The static table and figure as an output of their own (HTML, and the PNG alone)."""
+    return {"text/html": html, "image/png": _figure_of(html)}
 
 
 def _figure_of(html: str) -> str:

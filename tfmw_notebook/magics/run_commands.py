@@ -6,7 +6,7 @@ import os
 
 from IPython.core.error import UsageError
 
-from ..cluster.runs import Runs, list_runs
+from ..cluster.runs import Runs, list_runs, static_bundle
 from ..protocol import checkpoints
 from .base import CommandBase
 from .checkpoint_commands import picker_actions
@@ -37,6 +37,8 @@ class RunCommands(CommandBase):
         return runs
 
     def _runs_view(self, runs: Runs):
+        from IPython.display import display
+
         from ..widgets.picker import CheckpointPicker
         from ..widgets.runs_view import RunsView
 
@@ -53,4 +55,8 @@ class RunCommands(CommandBase):
             path = runs.delete(record["name"])
             return f"deleted run {record['name']}: its record and checkpoints ({path})"
 
-        return RunsView(runs.records(), {"checkpoints": show_checkpoints, "delete": delete})
+        view = RunsView(runs.records(), {"checkpoints": show_checkpoints, "delete": delete})
+        # The table and figure as an output of their own: what a saved notebook shows
+        # where the browser cannot (hidden beside the live browser).
+        display(static_bundle(view.static_html()), raw=True)
+        return view

@@ -6,7 +6,8 @@ else, like the checkpoint picker:
     actions["checkpoints"](record) -> a widget    the picker of that run's checkpoints
     actions["delete"](record) -> str              remove the run (record and checkpoints)
 
-`static_html()` is what stays in a saved notebook: the table and the figure.
+`static_html()` is what stays in a saved notebook: the table and the figure, shown as an
+output of its own beside the browser (hidden while the browser is live).
 """
 
 from __future__ import annotations
@@ -164,6 +165,15 @@ def static_html(records: Sequence[Mapping[str, Any]], selected: Sequence[str] | 
     columns, rows = run_table.table(records, sort_by, descending)
     png = render_runs_png([r for r in records if r["name"] in chosen], metric)
     picture = base64.b64encode(png).decode("ascii")
-    return (run_table.table_html(columns, rows, selected=sorted(chosen))
+    return (f'<div class="{STATIC_CLASS}">{_HIDDEN_BESIDE_THE_BROWSER}'
+            + run_table.table_html(columns, rows, selected=sorted(chosen))
             + f'<img class="tfmw-runs-figure" width="{shown_width(png)}" '
-              f'src="data:image/png;base64,{picture}"/>')
+              f'src="data:image/png;base64,{picture}"/></div>')
+
+
+STATIC_CLASS = "tfmw-runs-static"
+# The static twin shows where the browser cannot (a saved notebook opened without its
+# kernel, nbconvert, GitHub); next to a live browser in the same cell it is hidden.
+_HIDDEN_BESIDE_THE_BROWSER = (
+    f"<style>.jp-Cell:has(.tfmw-runs) .{STATIC_CLASS}, "
+    f".cell:has(.tfmw-runs) .{STATIC_CLASS} {{display: none}}</style>")
