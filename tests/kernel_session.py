@@ -124,8 +124,10 @@ def kernel_with_extension(cwd: str):
 @contextmanager
 def kernel_with_cluster(cwd: str, workers: int = 2, flags: str = ""):
     """A kernel in `cwd` (fit() saves checkpoints there) with a started cluster
-    (`flags`: more options of `%tfdist start`); stopped and shut down afterwards."""
+    (`flags`: more options of `%tfdist start`); stopped and shut down afterwards.
+    `session.cwd` is `cwd`."""
     session = KernelSession(cwd=cwd)
+    session.cwd = cwd
     try:
         session.ok("%load_ext tfmw_notebook", timeout=60)
         session.start_line = session.ok(f"%tfdist start -n {workers} {flags}",

@@ -353,3 +353,20 @@ def test_each_fit_correction_is_needed(keras3, owner, name, failure):
     assert out.status == "error", out.stdout
     assert failure in out.error_text + out.stderr, out.error_text
     keras3.ok("%%tfdist\nprint(tfdist.rank)")   # the workers were brought back
+
+
+def test_tf_keras_fits_are_recorded_as_runs_too(keras2):
+    """The chief's part of a run record (tests/test_runs_live.py does Keras 3), with tf-keras
+    and without the dashboard."""
+    # tf.keras: on these workers `import keras` is Keras 3, whose fits are not the workers'
+    keras2.ok("%%tfdist --no-dashboard --name k2-run\n" + DATA
+              + MODEL.replace("import keras\n", "keras = tf.keras\n")
+              + "model.fit(x, y, batch_size=64, epochs=2, verbose=0)", timeout=300)
+    with open(f"{keras2.cwd}/tfdist_checkpoints/k2-run/run.json") as file:
+        record = json.load(file)
+    params = record["hyperparameters"]
+    assert (params["optimizer"], params["loss"], params["batch_size"]) == ("SGD", "mse", 64)
+    assert params["learning_rate"] == pytest.approx(0.05) and params["parameters"] == 161
+    assert sorted(record["history"]) == ["loss", "mae"] and record["epochs"] == [0, 1]
+    assert record["outcome"] == "completed" and record["samples_per_second"] > 0
+    assert record["cluster"]["keras"].startswith("tf-keras")

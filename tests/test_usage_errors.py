@@ -26,7 +26,9 @@ def ip(terminal_shell, monkeypatch):
     ("start --gpus-per-worker x", "expected auto or a whole number >= 0, got 'x'"),
     ("start --gpus-per-worker -1", "expected auto or a whole number >= 0, got '-1'"),
     ("", "needs a command: start, attach, status, history, dashboard, checkpointing, restore, "
-         "checkpoints, tensorboard, diagnose, restart or stop"),
+         "checkpoints, tensorboard, diagnose, runs, restart or stop"),
+    ("runs --delete ../etc", "no run named '../etc' under "),
+    ("runs --root /no/such/dir", "--root /no/such/dir: no such directory"),
     ("dashboard maybe", "invalid choice: 'maybe'"),
     ("history", "no training has been recorded yet"),
     ("launch", "invalid choice: 'launch'"),

@@ -6,16 +6,17 @@ TensorFlow: only the workers do.
 """
 
 from .cluster.run_settings import RunSettings
+from .cluster.runs import Runs, list_runs
 from .cluster.tfcluster import RunResult, TFCluster
 from .errors import ClusterSetupError, Failure, NoClusterError, TFDistError, WorkerFailed
 from .magics.checkpoint_loader import load_into_notebook as load_checkpoint
 from .magics.session import active_cluster
-from .protocol.checkpoints import list_checkpoints, list_runs
+from .protocol.checkpoints import list_checkpoints
 from .protocol.run_options import BackupPolicy, CellOptions, CheckpointPolicy
 
 __all__ = ["TFCluster", "RunResult", "RunSettings", "CellOptions", "CheckpointPolicy",
            "BackupPolicy", "TFDistError", "ClusterSetupError", "NoClusterError",
-           "WorkerFailed", "Failure", "active_cluster", "list_checkpoints", "list_runs",
+           "WorkerFailed", "Failure", "active_cluster", "list_checkpoints", "list_runs", "Runs",
            "load_checkpoint", "load_ipython_extension", "unload_ipython_extension"]
 __version__ = "0.1.0"
 

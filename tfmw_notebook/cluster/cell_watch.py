@@ -46,6 +46,7 @@ class RunResult:
     seconds: float
     data: list[dict] = field(default_factory=list)  # per rank: what the rank published
     fits: list[list[dict]] = field(default_factory=list)  # per rank: each fit's end state
+    runs: list[dict] = field(default_factory=list)  # the chief's record of each fit
 
 
 @dataclass
@@ -84,7 +85,8 @@ class CellWatch:
         outcomes = [future.get() for future in futures]
         return RunResult(display=outcomes[0]["display"], seconds=time.perf_counter() - began,
                          data=[dict(f.data) for f in futures],
-                         fits=[outcome["fits"] for outcome in outcomes])
+                         fits=[outcome["fits"] for outcome in outcomes],
+                         runs=list(outcomes[0].get("runs") or []))
 
     def _watch(self, futures, deadline: float | None, timeout: float | None) -> None:
         """Wait for every rank; raise WorkerFailed on the first that fails, dies or overruns.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from ..errors import BadArgument, WorkerFailed
+from ..protocol.checkpoints import DEFAULT_ROOT
 from ..protocol.devices import AUTO, GpusPerWorker, check_gpus_per_worker, devices_line
 from ..protocol.run_options import FitState
 from ..protocol.tempdirs import remove_worker_tempdir
@@ -24,6 +25,7 @@ from .limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
 from .private_network import network_for_workers
 from .recovery import Recovery, notice
 from .run_settings import RunSettings
+from .runs import Runs, list_runs
 from .state_log import KeptState, RestoreReport, merge_fit_records
 from .worker_access import WorkerAccess
 from .worker_calls import diagnose_cell
@@ -238,6 +240,10 @@ class TFCluster(WorkerAccess):
         rows = self.calls.diagnose_results([w.engine_id for w in self.workers])
         return Diagnosis(tuple(WorkerTimings.from_worker(rank, row)
                                for rank, row in enumerate(rows)))
+
+    def runs(self, root: str = DEFAULT_ROOT) -> Runs:
+        """The recorded runs under `root` (one per fit of a %%tfdist cell), from disk."""
+        return list_runs(root)
 
     # -- lifecycle -------------------------------------------------------------
 

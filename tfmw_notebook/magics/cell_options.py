@@ -7,23 +7,18 @@ Pure: turns parsed arguments into the CellOptions the workers understand
 from __future__ import annotations
 
 import os
-import time
 
-from ..protocol import checkpoints
+from ..protocol import checkpoints, records
 from ..protocol.run_options import BackupPolicy, CellOptions, CheckpointPolicy
 
 
-def run_directory(checkpoint_dir: str | None, *, cwd: str, now: float | None = None) -> str:
-    """The run's directory: the one asked for, or a new one under ./tfdist_checkpoints/."""
+def run_directory(checkpoint_dir: str | None, *, cwd: str, name: str | None = None) -> str:
+    """The run's directory: the one asked for, else ./tfdist_checkpoints/NAME, else a new
+    ./tfdist_checkpoints/run-N (N one more than the largest there)."""
     if checkpoint_dir:
         return os.path.abspath(os.path.join(cwd, os.path.expanduser(checkpoint_dir)))
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now if now is not None else time.time()))
-    base = os.path.join(cwd, checkpoints.DEFAULT_ROOT, f"run-{stamp}")
-    path, suffix = base, 1
-    while os.path.exists(path):  # two cells within one second
-        suffix += 1
-        path = f"{base}-{suffix}"
-    return path
+    root = os.path.join(cwd, checkpoints.DEFAULT_ROOT)
+    return os.path.join(root, name or records.next_run_name(root))
 
 
 TENSORBOARD_ROOT = "tfdist_tensorboard"
@@ -55,11 +50,12 @@ def backup_frequency(text: str) -> str | int:
 
 
 def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None,
-          cwd: str) -> tuple[CellOptions, str | None]:
+          cwd: str, name: str | None = None) -> tuple[CellOptions, str | None]:
     """The cell's CellOptions, and the run directory.
 
     `resume_next` is a checkpoint the picker chose for the next cell; an explicit
-    `--resume-from` wins over it.
+    `--resume-from` wins over it. `name`: the run's name (--name), its directory
+    under ./tfdist_checkpoints; without one, a resumed run goes on in its own directory.
     """
     resume = None
     spec = args.resume_from or resume_next
@@ -68,10 +64,10 @@ def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None
                                      ) if spec == "latest" else checkpoints.resolve(
                                          os.path.join(cwd, spec))
     saving = checkpointing and not args.no_checkpoint
-    if resume is not None and not args.checkpoint_dir:
+    if resume is not None and not args.checkpoint_dir and not name:
         run_dir = os.path.dirname(resume.path)  # continue the same run
     elif saving or args.max_restarts:
-        run_dir = run_directory(args.checkpoint_dir, cwd=cwd)
+        run_dir = run_directory(args.checkpoint_dir, cwd=cwd, name=name)
     else:
         run_dir = None
     checkpoint = backup = None

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from IPython.core.error import UsageError
 
 from ..cluster.cell_syntax import CellSource, checked_source, magics_called
+from ..cluster.run_capture import CellRuns, FitCapture, cluster_facts
 from ..cluster.run_settings import RunSettings
 from ..cluster.tfcluster import RemoteValue, TFCluster
 from ..errors import TFDistError, WorkerFailed, remote_summary
+from ..protocol import checkpoints, records
 from ..protocol.run_options import StallLimits
 from . import cell_options
 from .base import CommandBase
@@ -25,38 +28,80 @@ from .hints import (
 class CellCommand(CommandBase):
 
     def _cell(self, args, cell: str):
+        return self._run_cell(args, cell)
+
+    def _run_cell(self, args, cell: str, *, run_name: str | None = None,
+                  sweep: dict | None = None):
+        """Run the cell once on every worker; each fit() it calls becomes a run record,
+        named `run_name` (else --name, else the next run-N) with these `sweep` values.
+        Returns the cell's result (the chief's last value, or None)."""
         if not cell.strip():
             raise UsageError("the %%tfdist cell is empty: write the code to run on every "
                              "worker below the %%tfdist line")
         cluster = self._require_cluster()
         source = self._guarded(lambda: checked_source(cell))
         self._check_magics(cluster, source.python)
+        name = self._run_name(args, run_name)
         pushed = self._collect_push(args.push)
         if pushed:
             self._guarded(lambda: cluster.push(pushed))
-        options, run_dir = self._cell_options(args)
+        options, run_dir = self._cell_options(args, name)
         live = None
         if options.report:
             from ..widgets.live import LiveRun
 
             live = LiveRun(widgets=getattr(self.shell, "kernel", None) is not None)
+        runs = CellRuns(root=_runs_root(), run_dir=run_dir, name=name, source=cell,
+                        sweep=dict(sweep or {}), resumed=options.resume_from is not None,
+                        capture=FitCapture(live.on_data if live is not None else None),
+                        cluster=cluster_facts(cluster), restarts_before=cluster.restarts)
         settings = RunSettings(
             timeout=args.timeout, all_output=args.all_output, options=options,
             max_restarts=args.max_restarts, restore=False if args.no_restore else None,
             stall=StallLimits(args.stall_warning, args.stall_timeout), scope=not args.no_scope,
-            on_data=live.on_data if live is not None else None,
+            on_data=runs.capture.on_data,
             on_stall=live.on_stall if live is not None else None)
-        result = self._run_watched(cluster, source, settings, live, run_dir)
+        result = self._run_recorded(cluster, source, settings, live, runs)
         if args.out:
             self._copy_out(cluster, args.out)
         return RemoteValue(result.display) if result.display is not None else None
 
-    def _cell_options(self, args):
+    def _run_name(self, args, run_name: str | None) -> str | None:
+        """The name asked for (a sweep's, else --name), checked before anything runs."""
+        name = run_name if run_name is not None else args.name
+        if name is None:
+            return None
+        if args.checkpoint_dir:
+            raise UsageError(f"--name {name} and --checkpoint-dir both choose the run's "
+                             "directory: give one of them; nothing was run")
+        problem = records.name_problem(name, _runs_root())
+        if problem:
+            raise UsageError(f"{problem}; nothing was run")
+        return name
+
+    def _run_recorded(self, cluster: TFCluster, source: CellSource, settings: RunSettings,
+                      live, runs: CellRuns):
+        """Run the cell, then write its fits' records however it ended."""
+        result, error = None, None
+        try:
+            result = self._run_watched(cluster, source, settings, live, runs.run_dir)
+            return result
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            try:
+                runs.write(cluster.restarts, result.runs if result is not None else None,
+                           error)
+            except OSError as exc:   # the training's outcome matters more than its record
+                print(f"tfdist: could not write the run record: {exc}", file=sys.stderr)
+
+    def _cell_options(self, args, name: str | None = None):
         session, preferences = self.session, self.session.preferences
         try:
             options, run_dir = cell_options.build(
                 args, dashboard=preferences.dashboard, checkpointing=preferences.checkpointing,
-                resume_next=session.resume_next, cwd=os.getcwd())
+                resume_next=session.resume_next, cwd=os.getcwd(), name=name)
         except ValueError as exc:  # no checkpoint to resume from, a bad option value
             raise UsageError(str(exc)) from None
         if options.tensorboard and options.tensorboard not in session.tensorboard_dirs:
@@ -141,3 +186,8 @@ def _is_serialization_error(exc: BaseException) -> bool:
     name = getattr(exc, "ename", "") or type(exc).__name__
     text = str(getattr(exc, "evalue", "") or exc).lower()
     return name in ("PicklingError", "TypeError", "AttributeError") or "pickl" in text
+
+
+def _runs_root() -> str:
+    """Where run records live: ./tfdist_checkpoints of the notebook's directory."""
+    return os.path.abspath(checkpoints.DEFAULT_ROOT)

@@ -111,6 +111,12 @@ def _line_parser() -> Parser:
                         help="a run directory (default: the last run of this session, "
                              "else the newest under ./tfdist_checkpoints)")
     _add_insight_commands(commands)
+    runs = commands.add_parser("runs", help="compare the recorded runs (one per fit of a "
+                               "%%tfdist cell): a table, their curves, their checkpoints")
+    runs.add_argument("--delete", metavar="NAME", default=None,
+                      help="delete run NAME: its record and its checkpoints")
+    runs.add_argument("--root", metavar="DIR", default=None,
+                      help="where the runs are (default ./tfdist_checkpoints)")
     commands.add_parser("restart", help="fresh engine processes, same size; variables are reset "
                         "(nothing is replayed)")
     commands.add_parser("stop", help="end every process the cluster started")
@@ -187,11 +193,14 @@ def _cell_parser() -> Parser:
                         help="keep Keras' own progress bars next to the dashboard")
     parser.add_argument("--tensorboard", nargs="?", const="", default=None, metavar="DIR",
                         help="TensorBoard logs for this cell's fit() calls (the chief's), in "
-                             "DIR (default ./tfdist_tensorboard/run-<time>); see "
+                             "DIR (default ./tfdist_tensorboard/<the run's name>); see "
                              "`%%tfdist tensorboard`")
     parser.add_argument("--no-scope", action="store_true",
                         help="run the cell outside the strategy's scope (calling a loaded "
                              "SavedModel's signature, inference on a model built outside)")
+    parser.add_argument("--name", default=None, metavar="NAME",
+                        help="name this cell's run (default run-N); its record and "
+                             "checkpoints go to ./tfdist_checkpoints/NAME; see %%tfdist runs")
     parser.add_argument("--no-restore", action="store_true",
                         help="if this cell needs the workers restarted, leave them fresh "
                              "(do not replay the earlier cells)")
@@ -201,7 +210,8 @@ def _cell_parser() -> Parser:
 
 def _add_saving_options(saving) -> None:
     saving.add_argument("--checkpoint-dir", metavar="DIR", default=None,
-                        help="this run's directory (default: ./tfdist_checkpoints/run-<time>)")
+                        help="this run's directory (default: ./tfdist_checkpoints/run-N, or NAME "
+                             "with --name)")
     saving.add_argument("--no-checkpoint", action="store_true",
                         help="no checkpoints for this cell's fit() calls")
     saving.add_argument("--checkpoint-every", type=count, default=1, metavar="E",

@@ -1,7 +1,7 @@
 """The `%tfdist` / `%%tfdist` magics: a thin layer over TFCluster.
 
 Parsing only (parsers.py), then one call into the cluster layer, by command group:
-lifecycle.py, cells.py, checkpoint_commands.py, views.py. No TensorFlow here, so
+lifecycle.py, cells.py, checkpoint_commands.py, views.py, run_commands.py. No TensorFlow here, so
 `%load_ext tfmw_notebook` stays fast.
 """
 
@@ -15,6 +15,7 @@ from .cells import CellCommand
 from .checkpoint_commands import CheckpointCommands
 from .lifecycle import LifecycleCommands
 from .parsers import CELL_PARSER, LINE_PARSER, command_list, help_text
+from .run_commands import RunCommands
 from .session import NotebookSession
 from .views import ViewCommands
 
@@ -22,7 +23,8 @@ __all__ = ["TFDistMagics", "LINE_PARSER", "CELL_PARSER"]
 
 
 @magics_class
-class TFDistMagics(Magics, LifecycleCommands, CellCommand, CheckpointCommands, ViewCommands):
+class TFDistMagics(Magics, LifecycleCommands, CellCommand, CheckpointCommands, ViewCommands,
+                   RunCommands):
     """%tfdist / %%tfdist; `session` holds this kernel's cluster, last run and preferences."""
 
     def __init__(self, shell=None, **kwargs):

@@ -286,7 +286,7 @@ def ensure_run(run_dir: str | os.PathLike[str], workers: int, tf_version: str) -
     if not os.path.exists(path):
         run = {"run": os.path.basename(os.path.normpath(run_dir)), "created": time.time(),
                "workers": int(workers), "tf_version": str(tf_version)}
-        _write_json_atomic(path, run,
+        write_json_atomic(path, run,
                            temp=os.path.join(run_dir, f"{TEMP_PREFIX}{RUN_FILE}-{_nonce()}"))
     return path
 
@@ -312,7 +312,7 @@ def write_meta(directory: str | os.PathLike[str], meta: dict[str, Any]) -> str:
         raise ValueError(f"meta has no integer \"epoch\" (got {epoch!r}): "
                          "the checkpoint would not be recognised as complete")
     path = os.path.join(os.fspath(directory), META_FILE)
-    _write_json_atomic(path, meta, temp=path + ".tmp")
+    write_json_atomic(path, meta, temp=path + ".tmp")
     return path
 
 
@@ -474,7 +474,8 @@ def _json_default(value: Any) -> Any:
         raise TypeError(f"{type(value).__name__} is not JSON serializable") from None
 
 
-def _write_json_atomic(path: str, data: Any, temp: str) -> None:
+def write_json_atomic(path: str, data: Any, temp: str) -> None:
+    """Write `data` as JSON to `temp`, then os.replace it onto `path` (same directory)."""
     with open(temp, "w", encoding="utf-8") as file:
         json.dump(data, file, indent=1, default=_json_default)
         file.write("\n")

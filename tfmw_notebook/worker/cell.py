@@ -22,9 +22,10 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
              state: FitState, scope: bool = True) -> dict[str, Any]:
     """Execute `source` in the engine's user namespace.
 
-    Returns {"display": ..., "fits": ...}: the last expression's display data (a
-    mime bundle of strings, which always travels back, unlike the value itself)
-    when `want_display` is set, and what each fit() of the cell ended with.
+    Returns {"display": ..., "fits": ..., "runs": ...}: the last expression's display
+    data (a mime bundle of strings, which always travels back, unlike the value itself)
+    when `want_display` is set, what each fit() of the cell ended with, and the
+    chief's run record of each fit (keras_run_record.py; none on the other workers).
     Exceptions propagate: the client needs them to notice a failed rank.
     `options` say what the cell's Keras fit/evaluate calls get (reporting,
     checkpoints, backups, a checkpoint to resume from), `state` what they keep
@@ -52,7 +53,8 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
     finally:
         chief_writes.cleanup()   # the other workers' copies of what the cell saved
 
-    outcome: dict[str, Any] = {"display": None, "fits": keras_hooks.fit_records()}
+    outcome: dict[str, Any] = {"display": None, "fits": keras_hooks.fit_records(),
+                               "runs": keras_hooks.run_records()}
     if value is None:
         return outcome
     namespace["_"] = value

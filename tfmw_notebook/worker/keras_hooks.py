@@ -12,6 +12,7 @@ records what state it ended with (fit_state.py); when a cell is replayed
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -19,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol.run_options import CellOptions, FitState
-from . import checkpointing, fit_state, keras_flavour, tensorboard_logs
+from ..protocol import records
+from ..protocol.run_options import CellOptions, CheckpointPolicy, FitState
+from . import checkpointing, fit_state, keras_flavour, run_facts, tensorboard_logs
 from .keras_callbacks import keras_callbacks
 from .reporting import EventPublisher
 
@@ -37,6 +39,8 @@ class CellCalls:
     fits: int = 0          # fit() calls so far: only the first resumes from a checkpoint
     replayed: int = 0      # records of state.replay handed out so far
     records: list[dict[str, Any]] = field(default_factory=list)   # one per fit, failed too
+    runs: list[dict[str, Any]] = field(default_factory=list)  # the chief's run records
+    policy: CheckpointPolicy | None = None   # the running fit's checkpoints (see fit_policy)
 
 
 @dataclass
@@ -65,7 +69,8 @@ def configure(options: CellOptions, state: FitState) -> None:
         raise TypeError(f"configure() takes CellOptions and FitState, got "
                         f"{type(options).__name__} and {type(state).__name__}")
     _cell.options, _cell.state = options, state
-    _cell.fits, _cell.replayed, _cell.records = 0, 0, []
+    _cell.fits, _cell.replayed, _cell.records, _cell.runs = 0, 0, [], []
+    _cell.policy = None
 
 
 def last_fit() -> tuple[Any, Any, int | None]:
@@ -76,6 +81,11 @@ def last_fit() -> tuple[Any, Any, int | None]:
 def fit_records() -> list[dict[str, Any]]:
     """What each fit of the cell that just ran ended with (see fit_state.py)."""
     return list(_cell.records)
+
+
+def run_records() -> list[dict[str, Any]]:
+    """The chief's record of each fit the cell ran (none on the other workers)."""
+    return [dict(record) for record in _cell.runs]
 
 
 def install(publisher: EventPublisher, *, rank: int, is_chief: bool, world_size: int) -> None:
@@ -130,9 +140,13 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
         except BaseException:
             if state_dir is not None:
                 _cell.records.append(fit_state.failed_fit_record())
+            if outermost and training:
+                _fit_ended(raised=True)
             raise
         finally:
             _worker.depth -= 1
+        if outermost and training:
+            _fit_ended(raised=False)
         if state_dir is not None:   # the cluster keeps what this fit ended with
             _record_fit(self, result, extra, state_dir)
         return result
@@ -166,7 +180,7 @@ def _record_fit(model, history, callbacks: list, state_dir: str) -> None:
     _cell.records.append(fit_state.record_after_fit(
         model, history, state_dir=state_dir, cell_id=_cell.state.cell_id,
         index=len(_cell.records) + 1, rank=_worker.rank,
-        policy=_cell.options.checkpoint,
+        policy=_cell.policy,
         last_saved_epoch=saver.last_saved_epoch if saver is not None else None))
 
 
@@ -200,6 +214,9 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
     if not training:
         return extra
     _cell.fits += 1
+    _cell.policy = fit_policy(options.checkpoint, _cell.fits)
+    if _worker.is_chief:
+        extra.append(_run_recorder(ours.run_recorder, args, kwargs, positions))
     if options.resume_from and _cell.fits == 1:
         _resume(model, options.resume_from, kwargs, args, positions)
     import tensorflow as tf
@@ -210,9 +227,9 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
     if options.backup is not None:
         extra.append(_backup(model, options.backup))
         extra.append(ours.resume_notice(is_chief=_worker.is_chief))
-    if options.checkpoint is not None:
+    if _cell.policy is not None:
         extra.append(ours.checkpoint_saver(
-            policy=options.checkpoint, rank=_worker.rank, is_chief=_worker.is_chief,
+            policy=_cell.policy, rank=_worker.rank, is_chief=_worker.is_chief,
             world_size=_worker.world_size))
     return extra
 
@@ -231,21 +248,63 @@ def _backup(model, backup):
 
 
 def _samples_per_step(args: tuple, kwargs: dict, positions: dict) -> int | None:
-    """Samples this worker consumes per step: the global batch split over the workers.
+    """Samples this worker consumes per step: the global batch split over the workers
+    (None when the batch size is not known: the summary then shows no samples/s)."""
+    batch = _global_batch(args, kwargs, positions)
+    return max(1, batch // _worker.world_size) if batch else None
 
-    For arrays the call's `batch_size` (Keras' default 32); for a tf.data
-    pipeline its batch size when the pipeline shows one; else None (the summary
-    then shows no samples/s).
-    """
+
+def _global_batch(args: tuple, kwargs: dict, positions: dict) -> int | None:
+    """For arrays the call's `batch_size` (Keras' default 32); for a tf.data pipeline
+    its batch size when the pipeline shows one; else None."""
     data = _argument("x", args, kwargs, positions)
     batch = _argument("batch_size", args, kwargs, positions)
     if batch is None and hasattr(data, "shape"):
         batch = 32
     if batch is None:
         batch = _dataset_batch_size(data)
-    if not batch:
-        return None
-    return max(1, int(batch) // _worker.world_size)
+    return int(batch) if batch else None
+
+
+def fit_policy(policy: CheckpointPolicy | None, index: int) -> CheckpointPolicy | None:
+    """Fit number `index` of a cell checkpoints into a run directory of its own."""
+    if policy is None or index <= 1:
+        return policy
+    return dataclasses.replace(policy, run_dir=records.fit_run_dir(policy.run_dir, index))
+
+
+def _run_recorder(recorder_class, args: tuple, kwargs: dict, positions: dict):
+    """The chief's record of this fit, filled by a callback and published as it goes."""
+    values = {name: _argument(name, args, kwargs, positions) for name in run_facts.FIT_ARGUMENTS
+              if name in positions}
+    validation = (_argument("validation_data", args, kwargs, positions) is not None
+                  or bool(values.get("validation_split")))
+    record: dict[str, Any] = {
+        "fit": _cell.fits, "finished": False, "history": {}, "epochs": [],
+        "hyperparameters": run_facts.fit_arguments(
+            values, validation=validation,
+            global_batch=_global_batch(args, kwargs, positions))}
+    _cell.runs.append(record)
+    return recorder_class(record, lambda data: _publish({records.run_key(record["fit"]): data}))
+
+
+def _fit_ended(*, raised: bool) -> None:
+    """Every rank says when its fit raised; the chief marks its record finished."""
+    if raised:
+        _publish({records.raised_key(_cell.fits): True})
+    elif _worker.is_chief and _cell.runs and _cell.runs[-1]["fit"] == _cell.fits:
+        _cell.runs[-1]["finished"] = True
+        _publish({records.run_key(_cell.fits): _cell.runs[-1]})
+
+
+def _publish(data: dict[str, Any]) -> None:
+    """Publish through the engine (outside one, as in unit tests, nothing is sent)."""
+    try:
+        from .heartbeat import engine_publish
+
+        engine_publish()(data)
+    except Exception:
+        pass
 
 
 def _dataset_batch_size(dataset) -> int | None:
