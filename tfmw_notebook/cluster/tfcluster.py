@@ -25,6 +25,7 @@ from .private_network import network_for_workers
 from .recovery import Recovery, notice
 from .run_settings import RunSettings
 from .state_log import KeptState, RestoreReport, merge_fit_records
+from .sweep_trials import Sweeps
 from .worker_access import WorkerAccess
 from .worker_calls import diagnose_cell
 from .worker_setup import Addressing, make_workers
@@ -53,7 +54,7 @@ class RemoteValue:
         return self._data.get("text/plain", "")
 
 
-class TFCluster(WorkerAccess):
+class TFCluster(WorkerAccess, Sweeps):
     """A group of TensorFlow workers, one per ipyparallel engine.
 
     >>> with TFCluster.start(2) as cluster:

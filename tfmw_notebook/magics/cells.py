@@ -11,7 +11,7 @@ from ..cluster.run_settings import RunSettings
 from ..cluster.tfcluster import RemoteValue, TFCluster
 from ..errors import TFDistError, WorkerFailed, remote_summary
 from ..protocol.run_options import StallLimits
-from . import cell_options
+from . import cell_options, sweep_command
 from .base import CommandBase
 from .hints import (
     missing_name_hint,
@@ -25,6 +25,13 @@ from .hints import (
 class CellCommand(CommandBase):
 
     def _cell(self, args, cell: str):
+        if sweep_command.is_sweep(args):
+            return sweep_command.run_sweep(self, args, cell)
+        return self._run_cell(args, cell)
+
+    def _run_cell(self, args, cell: str, *, run_name: str | None = None,
+                  sweep: dict | None = None):
+        """The cell run once (a sweep's trial gives `run_name` and its `sweep` values)."""
         if not cell.strip():
             raise UsageError("the %%tfdist cell is empty: write the code to run on every "
                              "worker below the %%tfdist line")

@@ -2,10 +2,10 @@
 
 A callback subclasses tf.keras.callbacks.Callback, so each is defined in a module of
 its own that imports TensorFlow at its top (keras_reporting.py,
-keras_checkpoint_saver.py, keras_resume_notice.py), and those modules are imported
-only by `keras_callbacks()`, the first time a cell's call needs one. By then the
-bootstrap has set TF_USE_LEGACY_KERAS, so tf.keras is tf-keras; and importing any
-other worker module never imports TensorFlow (tests/test_worker_entry.py).
+keras_checkpoint_saver.py, keras_resume_notice.py, keras_trial_monitor.py), and those
+modules are imported only by `keras_callbacks()`, the first time a cell's call needs
+one. By then the bootstrap has set TF_USE_LEGACY_KERAS, so tf.keras is tf-keras; and
+importing any other worker module never imports TensorFlow (tests/test_worker_entry.py).
 """
 
 from __future__ import annotations
@@ -16,12 +16,14 @@ if TYPE_CHECKING:
     from .keras_checkpoint_saver import CheckpointSaver
     from .keras_reporting import KerasReportingCallback
     from .keras_resume_notice import ResumeNotice
+    from .keras_trial_monitor import TrialMonitorCallback
 
 
 class KerasCallbacks(NamedTuple):
     reporting: type[KerasReportingCallback]
     checkpoint_saver: type[CheckpointSaver]
     resume_notice: type[ResumeNotice]
+    trial_monitor: type[TrialMonitorCallback]
 
 
 def keras_callbacks() -> KerasCallbacks:
@@ -29,5 +31,7 @@ def keras_callbacks() -> KerasCallbacks:
     from .keras_checkpoint_saver import CheckpointSaver
     from .keras_reporting import KerasReportingCallback
     from .keras_resume_notice import ResumeNotice
+    from .keras_trial_monitor import TrialMonitorCallback
 
-    return KerasCallbacks(KerasReportingCallback, CheckpointSaver, ResumeNotice)
+    return KerasCallbacks(KerasReportingCallback, CheckpointSaver, ResumeNotice,
+                          TrialMonitorCallback)

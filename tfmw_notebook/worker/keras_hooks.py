@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.run_options import CellOptions, FitState
-from . import checkpointing, fit_state, keras_flavour, tensorboard_logs
+from . import checkpointing, fit_state, keras_flavour, tensorboard_logs, trial_report
 from .keras_callbacks import keras_callbacks
 from .reporting import EventPublisher
 
@@ -66,6 +66,7 @@ def configure(options: CellOptions, state: FitState) -> None:
                         f"{type(options).__name__} and {type(state).__name__}")
     _cell.options, _cell.state = options, state
     _cell.fits, _cell.replayed, _cell.records = 0, 0, []
+    trial_report.reset()
 
 
 def last_fit() -> tuple[Any, Any, int | None]:
@@ -214,6 +215,8 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
         extra.append(ours.checkpoint_saver(
             policy=options.checkpoint, rank=_worker.rank, is_chief=_worker.is_chief,
             world_size=_worker.world_size))
+    if options.trial is not None:   # a sweep's trial: its metric per epoch, median pruning
+        extra.append(ours.trial_monitor(options.trial, world_size=_worker.world_size))
     return extra
 
 
