@@ -41,7 +41,8 @@ def epoch_end(metric: str | None, value: float | None, logged: list[str]) -> Non
 
 
 def pruned(epochs_done: int) -> None:
-    _report.pruned_at = epochs_done
+    if _report.pruned_at is None:   # the first stop is where it was pruned
+        _report.pruned_at = epochs_done
 
 
 def report() -> dict[str, Any]:
