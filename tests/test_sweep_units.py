@@ -51,6 +51,7 @@ def test_distributions_parse():
     (["2lr=1,2"], "is not a Python name"),
     (["learning-rate=1,2"], "is not a Python name"),
     (["class=1,2"], "is not a Python name"),
+    (["strategy=a,b"], "would replace the workers' own `strategy`"),
 ])
 def test_bad_specs_are_one_line_errors(texts, message):
     with pytest.raises(ValueError) as error:
@@ -63,6 +64,12 @@ def test_grid_is_every_combination_last_name_fastest():
     dims = sweep_space.dimensions(["lr=1e-3,1e-2,1e-1", "batch=32,64"])
     trials = sweep_space.plan(dims)
     assert trials == [{"lr": lr, "batch": b} for lr in (1e-3, 1e-2, 1e-1) for b in (32, 64)]
+
+
+def test_a_huge_grid_is_refused():
+    dims = sweep_space.dimensions([f"a{i}=" + ",".join(map(str, range(10))) for i in range(5)])
+    with pytest.raises(ValueError, match="the grid has 100000 combinations"):
+        sweep_space.plan(dims)
 
 
 def test_sampling_is_seeded_in_range_and_draws_listed_values():

@@ -179,6 +179,9 @@ class SweepRunner:
                 if trial.checkpoint_dir and not os.path.isdir(trial.checkpoint_dir):
                     trial.checkpoint_dir = None   # it saved nothing
                 self.on_change(result)
+            if (trial.outcome == "interrupted" and not result.ended
+                    and number < len(self.plan.combinations)):
+                result.ended = self._interrupted_again(trial)
             if result.ended:
                 break
         return result
@@ -192,8 +195,6 @@ class SweepRunner:
                                           failure.summary)
             if not (failure.kept or failure.recovered):
                 result.ended = f"the workers were lost after trial {trial.number}"
-            elif interrupted and trial.number < len(self.plan.combinations):
-                result.ended = self._interrupted_again(trial)
             return
         except KeyboardInterrupt:   # a second interrupt, or one outside the training
             trial.outcome, trial.error = "interrupted", "interrupted"

@@ -22,6 +22,7 @@ from typing import Any
 
 DISTRIBUTIONS = ("uniform", "loguniform")
 MAX_GRID = 10_000   # more combinations is a typo, not a sweep one can wait for
+WORKER_NAMES = ("tf", "strategy", "tfdist")   # what every cell on the workers relies on
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,9 @@ def _check_name(name: str) -> None:
     if not name.isidentifier() or keyword.iskeyword(name):
         raise ValueError(f"--sweep {name}=...: {name!r} is not a Python name the cell could "
                          "use; write letters, digits and _ (not first a digit)")
+    if name in WORKER_NAMES:
+        raise ValueError(f"--sweep {name}=...: {name!r} would replace the workers' own "
+                         f"`{name}`; choose another name")
 
 
 def typed_values(name: str, texts: Sequence[str]) -> tuple[Any, ...]:
