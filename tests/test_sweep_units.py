@@ -137,9 +137,9 @@ def _failed(kind, *, kept=True, recovered=False):
                         recovered=recovered)
 
 
-def _runner(space, outcomes, *, prune=None, grace=0.0):
+def _runner(space, outcomes, *, prune=None, grace=0.0, monitor="loss"):
     """A runner whose trials end as `outcomes` says: a report dict, or an exception."""
-    plan = SweepPlan.make(space, prune=prune, monitor="loss")
+    plan = SweepPlan.make(space, prune=prune, monitor=monitor)
     seen = []
 
     def run_trial(trial, monitor):
@@ -190,6 +190,15 @@ def test_an_interrupt_within_the_grace_ends_the_sweep(monkeypatch):
     result = runner.run()
     assert [t.outcome for t in result.trials] == ["interrupted"]
     assert result.ended == "interrupted twice (trial 1 and after it)"
+
+
+def test_a_metric_the_fits_do_not_log_is_said_once(capsys):
+    report = {"metric": None, "values": [], "pruned_at": None, "logged": ["loss", "mae"]}
+    runner, _ = _runner(["lr=1,2"], [report, report], prune="median", monitor="accuracy")
+    result = runner.run()
+    assert [t.outcome for t in result.trials] == ["completed", "completed"]
+    assert capsys.readouterr().err.count("the fits log no 'accuracy' (they log loss, mae)") \
+        == 1
 
 
 def test_lost_workers_end_the_sweep():

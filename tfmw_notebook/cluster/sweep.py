@@ -164,6 +164,7 @@ class SweepRunner:
     on_change: Callable[[SweepResult], None] = lambda result: None
     interrupt_grace: float = INTERRUPT_GRACE
     checkpoint_dir: Callable[[int], str | None] = lambda number: None
+    _told_metric: bool = field(default=False, init=False)
 
     def run(self) -> SweepResult:
         result = SweepResult(self.plan)
@@ -205,6 +206,11 @@ class SweepRunner:
             result.ended = f"trial {trial.number} could not run: {exc}"
             raise
         trial.metric = report.get("metric")
+        if trial.metric is None and report.get("logged") and not self._told_metric:
+            self._told_metric = True   # else --prune never prunes, the table stays empty
+            sys.stderr.write(f"tfdist: the fits log no {self.plan.monitor!r} (they log "
+                             f"{', '.join(report['logged'])}): --monitor names the metric "
+                             "of the table and of --prune\n")
         trial.history = [float(v) for v in report.get("values") or []]
         trial.pruned_at = report.get("pruned_at")
         trial.outcome = "pruned" if trial.pruned_at else "completed"
