@@ -42,6 +42,10 @@ def run_sweep(command, args, cell: str) -> SweepResult:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     cluster = command._require_cluster()
+    if args.resume_from is None and command.session.resume_next:
+        # The picker's "resume from" holds for every trial, not only the first.
+        args = copy.copy(args)
+        args.resume_from = command.session.resume_next
     run_dir = _sweep_directory(command, args)
     caption = f"sweep of {len(plan.combinations)} trials" + (
         f" (seed {plan.seed})" if plan.seed is not None else "")
