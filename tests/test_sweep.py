@@ -102,7 +102,7 @@ def test_a_seeded_random_sweep_repeats_and_median_pruning_stops_a_diverging_tria
 
     _reset_seen(tf_kernel)
     out, result = _sweep(
-        tf_kernel, "--sweep lr=0.01,0.02,50.0 --prune median --monitor loss --no-dashboard",
+        tf_kernel, "--sweep lr=0.01,0.02,50.0 --prune median --monitor loss",
         "history = build(lr).fit(x, y, batch_size=16, epochs=3, steps_per_epoch=4, "
         "verbose=0)\nseen.append(len(history.history['loss']))\n")
     records = result["records"]
@@ -115,3 +115,5 @@ def test_a_seeded_random_sweep_repeats_and_median_pruning_stops_a_diverging_tria
         f"-trial-{best['trial']}")
     assert f"best: trial {best['trial']}" in result["summary"]
     assert f"checkpoints in {best['checkpoint_dir']}" in result["summary"]
+    # each trial keeps its own dashboard, left as a figure when it ends
+    assert sum("image/png" in bundle for bundle in out.updates) == 3
