@@ -212,10 +212,13 @@ def test_the_table_shows_values_metrics_and_outcomes():
     runner, _ = _runner(["lr=0.5,2"], [_report([1.0, 0.25]), _report([9.0], 1)])
     rows = runner.run().records()
     page = table_html(rows, metric="loss", footer="best: trial 1")
-    assert "<th style='padding:2px 8px'>lr</th>" in page and "final loss" in page
+    assert "<th style='padding:2px 8px;text-align:left'>lr</th>" in page
+    assert "final loss" in page
     assert "pruned at epoch 1" in page and "0.25" in page and "best: trial 1" in page
     assert trial_line(rows[0], "loss") == \
         "trial 1 (lr=0.5): completed, final loss 0.25, best 0.25"
+    failed = dict(rows[1], outcome="failed", error="worker 1 failed: ValueError: bad")
+    assert "failed on worker 1: ValueError: bad" in table_html([failed], metric="loss")
 
 
 @pytest.fixture

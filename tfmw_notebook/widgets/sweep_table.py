@@ -9,6 +9,7 @@ line.
 from __future__ import annotations
 
 import html
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -30,7 +31,9 @@ def _outcome(row: Mapping[str, Any]) -> str:
     if outcome == "pruned" and row.get("pruned_at"):
         return f"pruned at epoch {row['pruned_at']}"
     if outcome in ("failed", "interrupted") and row.get("error"):
-        return f"{outcome}: {row['error']}"
+        # "worker 1 failed: ValueError: ..." reads "failed on worker 1: ValueError: ..."
+        error = re.sub(r"^worker (\d+) failed: ", r"on worker \1: ", row["error"])
+        return f"{outcome} {error}" if error.startswith("on worker") else f"{outcome}: {error}"
     return outcome
 
 
@@ -42,8 +45,8 @@ def table_html(rows: Sequence[Mapping[str, Any]], *, metric: str, caption: str =
     lines = ['<table class="tfdist-sweep" style="border-collapse:collapse">']
     if caption:
         lines.append(f"<caption style='text-align:left'>{html.escape(caption)}</caption>")
-    lines.append("<tr>" + "".join(f"<th style='padding:2px 8px'>{html.escape(h)}</th>"
-                                   for h in head) + "</tr>")
+    header = "<th style='padding:2px 8px;text-align:left'>"
+    lines.append("<tr>" + "".join(f"{header}{html.escape(h)}</th>" for h in head) + "</tr>")
     for row in rows:
         cells = [str(row["trial"]), *(_number(row["values"].get(n)) for n in names),
                  _number(row.get("final")), _number(row.get("best"))]
