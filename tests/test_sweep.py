@@ -75,6 +75,8 @@ def test_a_grid_runs_on_the_same_workers_and_a_raising_trial_ends_alone(tf_kerne
                if r["outcome"] == "completed")
     assert "6 of 6 trials: 5 completed, 1 failed; best: trial" in result["summary"]
     assert "trial two breaks on rank 1" in out.stderr   # the failing rank's traceback
+    assert "tfdist: trial 2: worker 1 failed: ValueError: trial two breaks on rank 1. Every " \
+        "worker finished the cell, so the workers were kept" in out.stderr
     after = _json(tf_kernel, PULL_SEEN)
     assert after["pids"] == before   # no restart between trials
     for rank, seen in enumerate(after["seen"]):

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 
 from IPython.core.error import UsageError
 
 from ..cluster.sweep import SweepPlan, SweepResult, SweepRunner, Trial
 from ..cluster.sweep_trials import trial_directory
+from ..errors import WorkerFailed
 from ..protocol.run_options import TrialMonitor
 from ..widgets.sweep_table import SweepTable
 from . import cell_options
@@ -58,8 +60,12 @@ def run_sweep(command, args, cell: str) -> SweepResult:
         trial_args.trial_monitor = monitor
         trial_args.checkpoint_dir = trial.checkpoint_dir or args.checkpoint_dir
         base_name = getattr(args, "name", None)
-        command._run_cell(trial_args, cell, run_name=f"{base_name}-trial-{trial.number}"
-                          if base_name else None, sweep=dict(trial.values))
+        try:
+            command._run_cell(trial_args, cell, run_name=f"{base_name}-trial-{trial.number}"
+                              if base_name else None, sweep=dict(trial.values))
+        except WorkerFailed as failure:   # the sweep goes on: say what was done, and hints
+            _tell(f"trial {trial.number}: {failure}", *failure.hints)
+            raise
         return command._guarded(cluster.trial_report)
 
     runner = SweepRunner(plan, run_trial, on_change=lambda result: _show(table, result),
@@ -67,6 +73,11 @@ def run_sweep(command, args, cell: str) -> SweepResult:
     result = runner.run()
     _show(table, result, footer=result.summary())
     return result
+
+
+def _tell(*lines: str) -> None:
+    sys.stderr.write("".join(f"tfdist: {line}\n" for line in lines))
+    sys.stderr.flush()
 
 
 def _sweep_directory(command, args) -> str | None:
