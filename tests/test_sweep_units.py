@@ -180,6 +180,16 @@ def test_an_interrupt_ends_the_trial_a_second_one_the_sweep():
     assert "interrupted during trial 2" in result.summary()
 
 
+def test_a_press_held_during_the_trials_restart_ends_the_sweep(monkeypatch):
+    presses = iter([0, 1])   # before the trial; after it (held while the workers restarted)
+    monkeypatch.setattr("tfmw_notebook.cluster.sweep.presses_held", lambda: next(presses))
+    runner, _ = _runner(["lr=1,2"], [_failed("interrupt", kept=False, recovered=True),
+                                     _report([1.0])])
+    result = runner.run()
+    assert [t.outcome for t in result.trials] == ["interrupted"]
+    assert result.ended == "interrupted twice during trial 1"
+
+
 def test_an_interrupt_within_the_grace_ends_the_sweep(monkeypatch):
     def interrupted(seconds):
         raise KeyboardInterrupt

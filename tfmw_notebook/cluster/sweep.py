@@ -7,7 +7,8 @@ as completed, pruned (its fit was stopped by the median rule, median_rule.py),
 failed or interrupted; a failure or an interrupt ends that trial only, the workers
 being kept or restored as after any failed cell. The sweep ends early when the
 workers are lost, when something other than a trial's cell fails, or when the user
-interrupts again within the trial or the `interrupt_grace` seconds after it.
+interrupts again within the trial (a press held while the workers restart counts:
+interrupt_hold.py) or the `interrupt_grace` seconds after it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from ..errors import WorkerFailed
 from ..protocol.run_options import MONITOR_MODES, TrialMonitor, is_worse
 from . import median_rule, sweep_space
+from .interrupt_hold import presses_held
 
 INTERRUPT_GRACE = 3.0   # seconds after an interrupted trial in which another ends the sweep
 PRUNE_RULES = ("median",)
@@ -188,6 +190,7 @@ class SweepRunner:
         return result
 
     def _one(self, trial: Trial, result: SweepResult) -> None:
+        held = presses_held()
         try:
             report = self.run_trial(trial, self.plan.monitor_for(result.trials[:-1]))
         except WorkerFailed as failure:
@@ -196,6 +199,8 @@ class SweepRunner:
                                           failure.summary)
             if not (failure.kept or failure.recovered):
                 result.ended = f"the workers were lost after trial {trial.number}"
+            elif presses_held() > held:   # pressed again while the workers came back
+                result.ended = f"interrupted twice during trial {trial.number}"
             return
         except KeyboardInterrupt:   # a second interrupt, or one outside the training
             trial.outcome, trial.error = "interrupted", "interrupted"
