@@ -69,7 +69,8 @@ def test_a_grid_runs_on_the_same_workers_and_a_raising_trial_ends_alone(tf_kerne
     records = result["records"]
     assert [r["values"] for r in records] == [{"lr": lr, "batch": b} for lr in
                                              (0.001, 0.01, 0.02) for b in (16, 32)]
-    assert [r["outcome"] for r in records] == ["completed", "failed"] + ["completed"] * 4
+    assert [r["outcome"] for r in records] == ["completed", "failed"] + ["completed"] * 4, \
+        records
     assert "trial two breaks on rank 1" in records[1]["error"]
     assert all(len(r["history"]) == 2 and r["metric"] == "loss" for r in records
                if r["outcome"] == "completed")
@@ -108,8 +109,8 @@ def test_a_seeded_random_sweep_repeats_and_median_pruning_stops_a_diverging_tria
         "history = build(lr).fit(x, y, batch_size=16, epochs=3, steps_per_epoch=4, "
         "verbose=0)\nseen.append(len(history.history['loss']))\n")
     records = result["records"]
-    assert [r["outcome"] for r in records] == ["completed", "completed", "pruned"]
-    assert records[2]["pruned_at"] == 1 and len(records[2]["history"]) == 1
+    assert [r["outcome"] for r in records] == ["completed", "completed", "pruned"], records
+    assert records[2]["pruned_at"] == 1 and len(records[2]["history"]) == 1, records
     # every worker stopped its fit after the first epoch
     assert _json(tf_kernel, PULL_SEEN)["seen"] == [[3, 3, 1], [3, 3, 1]]
     best = min(records[:2], key=lambda r: r["final"])
