@@ -370,3 +370,32 @@ def test_tf_keras_fits_are_recorded_as_runs_too(keras2):
     assert sorted(record["history"]) == ["loss", "mae"] and record["epochs"] == [0, 1]
     assert record["outcome"] == "completed" and record["samples_per_second"] > 0
     assert record["cluster"]["keras"].startswith("tf-keras")
+
+
+API_SWEEP = '''\
+import json
+from tfmw_notebook import RunSettings, active_cluster
+_c = active_cluster()
+_body = """
+model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(8, activation="relu"),
+                             tf.keras.layers.Dense(1)])
+model.compile(optimizer=tf.keras.optimizers.SGD(lr), loss="mse")
+epochs_run = len(model.fit(x, y, batch_size=16, epochs=3, steps_per_epoch=4,
+                           verbose=0).history["loss"])
+"""
+_result = _c.sweep(_body, {"lr": [0.01, 0.02, 50.0]}, prune="median", monitor="loss",
+                   settings=RunSettings(want_display=False))
+print(json.dumps({"records": _result.records(),
+                  "epochs_run": [_c.pull(["epochs_run"], rank=r)["epochs_run"]
+                                 for r in range(_c.size)]}))
+'''
+
+
+def test_a_sweep_prunes_on_tf_keras_workers_through_the_python_api(keras2):
+    keras2.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA)
+    found = json.loads(keras2.ok(API_SWEEP, timeout=240).stdout.strip().splitlines()[-1])
+    records = found["records"]
+    assert [r["outcome"] for r in records] == ["completed", "completed", "pruned"]
+    assert [len(r["history"]) for r in records] == [3, 3, 1]
+    assert records[2]["pruned_at"] == 1
+    assert found["epochs_run"] == [1, 1]   # the last trial stopped on every worker

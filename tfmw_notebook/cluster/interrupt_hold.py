@@ -16,6 +16,13 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+_held = [0]   # presses held so far in this process
+
+
+def presses_held() -> int:
+    """How many presses were held so far: a sweep ends when one came during its trial."""
+    return _held[0]
+
 
 @contextmanager
 def one_interrupt_held(what: str) -> Iterator[None]:
@@ -31,6 +38,7 @@ def one_interrupt_held(what: str) -> Iterator[None]:
         presses += 1
         if presses > 1:
             raise KeyboardInterrupt
+        _held[0] += 1
         sys.stderr.write(f"tfdist: {what}; interrupt again to stop without them\n")
         sys.stderr.flush()
 

@@ -27,6 +27,7 @@ from .recovery import Recovery, notice
 from .run_settings import RunSettings
 from .runs import Runs, list_runs
 from .state_log import KeptState, RestoreReport, merge_fit_records
+from .sweep_trials import Sweeps
 from .worker_access import WorkerAccess
 from .worker_calls import diagnose_cell
 from .worker_setup import Addressing, make_workers
@@ -55,7 +56,7 @@ class RemoteValue:
         return self._data.get("text/plain", "")
 
 
-class TFCluster(WorkerAccess):
+class TFCluster(WorkerAccess, Sweeps):
     """A group of TensorFlow workers, one per ipyparallel engine.
 
     >>> with TFCluster.start(2) as cluster:

@@ -61,6 +61,10 @@ class WorkerAccess:
         """Of '%name' / '%%name', the magics the workers' IPython lacks (asks the chief)."""
         return self.calls.missing_magics(self.chief_id, names)
 
+    def trial_report(self) -> dict:
+        """What the last cell's fits saw as a sweep's trial, from the chief (all agree)."""
+        return self.calls.trial_report(self.chief_id)
+
     def tensorboard_dirs(self) -> list[str]:
         """Where the chief's TensorBoard callbacks wrote logs (the only ones kept)."""
         return self.calls.tensorboard_log_dirs(self.chief_id)

@@ -80,6 +80,10 @@ class WorkerCalls:
     def missing_magics(self, engine_id: int, names: list[str]) -> list[str]:
         return self._one("missing_magics", engine_id, list(names))
 
+    def trial_report(self, engine_id: int) -> dict:
+        """What the last cell's fits saw as a sweep's trial (worker/trial_report.py)."""
+        return self._one("trial_report", engine_id)
+
     def tensorboard_log_dirs(self, engine_id: int) -> list[str]:
         return self._one("tensorboard_log_dirs", engine_id)
 

@@ -82,5 +82,6 @@ def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None
                           quiet_progress=not args.raw_progress, checkpoint=checkpoint,
                           backup=backup,
                           resume_from=resume.path if resume is not None else None,
-                          tensorboard=tensorboard_directory(args.tensorboard, run_dir, cwd=cwd))
+                          tensorboard=tensorboard_directory(args.tensorboard, run_dir, cwd=cwd),
+                          trial=getattr(args, "trial_monitor", None))  # set by a sweep
     return options, run_dir

@@ -14,7 +14,7 @@ from ..cluster.tfcluster import RemoteValue, TFCluster
 from ..errors import TFDistError, WorkerFailed, remote_summary
 from ..protocol import checkpoints, records
 from ..protocol.run_options import StallLimits
-from . import cell_options
+from . import cell_options, sweep_command
 from .base import CommandBase
 from .hints import (
     missing_name_hint,
@@ -28,6 +28,8 @@ from .hints import (
 class CellCommand(CommandBase):
 
     def _cell(self, args, cell: str):
+        if sweep_command.is_sweep(args):
+            return sweep_command.run_sweep(self, args, cell)
         return self._run_cell(args, cell)
 
     def _run_cell(self, args, cell: str, *, run_name: str | None = None,

@@ -205,7 +205,24 @@ def _cell_parser() -> Parser:
                         help="if this cell needs the workers restarted, leave them fresh "
                              "(do not replay the earlier cells)")
     _add_saving_options(parser.add_argument_group("checkpoints and fault tolerance"))
+    _add_sweep_options(parser.add_argument_group("sweeps (the cell once per combination, "
+                                                 "on the same workers)"))
     return parser
+
+
+def _add_sweep_options(sweeps) -> None:
+    sweeps.add_argument("--sweep", action="append", default=[], metavar="NAME=VALUES",
+                        help="bind NAME on every worker before each trial: V1,V2,... (typed "
+                             "int, else float, else text; the grid of all --sweep lists) or "
+                             "loguniform:LOW:HIGH / uniform:LOW:HIGH (sampled, with --trials)")
+    sweeps.add_argument("--trials", type=count, default=None, metavar="K",
+                        help="sample K combinations (needs a distribution; listed values "
+                             "are then drawn from)")
+    sweeps.add_argument("--seed", type=int, default=None, metavar="S",
+                        help="seed of the sampling (default: drawn, and shown to repeat it)")
+    sweeps.add_argument("--prune", choices=("median",), default=None,
+                        help="median: stop a trial whose --monitor at an epoch is worse "
+                             "than the median of the earlier trials at that epoch")
 
 
 def _add_saving_options(saving) -> None:
@@ -221,7 +238,8 @@ def _add_saving_options(saving) -> None:
     saving.add_argument("--keep-best", type=count, default=None, metavar="N",
                         help="keep the N best checkpoints by --monitor")
     saving.add_argument("--monitor", default="val_loss", metavar="METRIC",
-                        help="metric for --keep-best (default val_loss, else loss)")
+                        help="metric for --keep-best, --prune and the sweep's table "
+                             "(default val_loss, else loss)")
     saving.add_argument("--monitor-mode", choices=("min", "max"), default="min",
                         help="whether smaller or larger --monitor is better (default min)")
     saving.add_argument("--max-restarts", type=non_negative, default=0, metavar="K",

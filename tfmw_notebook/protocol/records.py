@@ -31,7 +31,8 @@ COMPLETED, FAILED, INTERRUPTED, RESTORED = "completed", "failed", "interrupted",
 OUTCOMES = (COMPLETED, FAILED, INTERRUPTED, RESTORED)
 RUN_PREFIX = "run-"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-_NUMBERED = re.compile(re.escape(RUN_PREFIX) + r"(\d+)(?:\.\d+)?")
+# run-N, a second fit's run-N.2, a sweep's trials run-N-trial-K (and their run-N-trial-K.2)
+_NUMBERED = re.compile(re.escape(RUN_PREFIX) + r"(\d+)(?:-trial-\d+)?(?:\.\d+)?")
 
 
 # What the workers publish while a cell runs: the chief's record of fit K (as it grows),

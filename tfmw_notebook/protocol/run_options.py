@@ -7,6 +7,8 @@ users construct them directly, and they travel to the workers as they are
 
 from __future__ import annotations
 
+import math
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +76,49 @@ class BackupPolicy:
 
 
 @dataclass(frozen=True)
+class TrialMonitor:
+    """A sweep's trial: each fit's `monitor` value, averaged over the workers at every
+    epoch's end (identical on every worker), is kept for the notebook; a fit stops at the
+    end of epoch e (0-based) when that value is worse than `thresholds[e]` (None, or past
+    the end: no check). NaN is worse than any threshold. `fallback` is read when the
+    logs lack `monitor` (val_loss without validation data: loss)."""
+
+    monitor: str = "val_loss"
+    mode: str = "min"
+    thresholds: tuple[float | None, ...] = ()
+    fallback: str | None = "loss"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.monitor, str) or not self.monitor:
+            raise _invalid("monitor", self.monitor, "a metric name such as 'val_loss'")
+        if self.mode not in MONITOR_MODES:
+            raise _invalid("mode", self.mode, f"one of {MONITOR_MODES}")
+        if not isinstance(self.thresholds, tuple) or not all(
+                t is None or (isinstance(t, (int, float)) and not isinstance(t, bool))
+                for t in self.thresholds):
+            raise _invalid("thresholds", self.thresholds, "a tuple of numbers or None")
+
+    def key(self, logged: Collection[str]) -> str | None:
+        """The metric read from an epoch's logs: `monitor`, else `fallback`, else None."""
+        for name in (self.monitor, self.fallback):
+            if name and name in logged:
+                return name
+        return None
+
+    def stops(self, epoch: int, value: float) -> bool:
+        """Whether `value` at `epoch` (0-based) is worse than that epoch's threshold."""
+        threshold = self.thresholds[epoch] if epoch < len(self.thresholds) else None
+        return threshold is not None and is_worse(value, float(threshold), self.mode)
+
+
+def is_worse(value: float, than: float, mode: str) -> bool:
+    """Strictly worse by `mode` ("min": larger); NaN is worse than anything."""
+    if math.isnan(value):
+        return True
+    return value > than if mode == "min" else value < than
+
+
+@dataclass(frozen=True)
 class CellOptions:
     """What every Keras fit/evaluate in the cell gets, with no change to its code.
 
@@ -90,8 +135,11 @@ class CellOptions:
     backup: BackupPolicy | None = None
     resume_from: str | None = None
     tensorboard: str | None = None
+    trial: TrialMonitor | None = None
 
     def __post_init__(self) -> None:
+        if self.trial is not None and not isinstance(self.trial, TrialMonitor):
+            raise _invalid("trial", self.trial, "a TrialMonitor or None")
         for name in ("report", "quiet_progress"):
             if not isinstance(getattr(self, name), bool):
                 raise _invalid(name, getattr(self, name), "True or False")

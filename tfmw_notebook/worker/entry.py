@@ -28,6 +28,7 @@ ENTRIES: dict[str, tuple[str, str]] = {
     "diagnose_problem": ("diagnose", "problem"),
     "diagnose_measure": ("diagnose", "measure"),
     "diagnose_result": ("diagnose", "last_result"),
+    "trial_report": ("trial_report", "report"),
 }
 
 

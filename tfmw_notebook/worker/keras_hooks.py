@@ -22,7 +22,7 @@ from typing import Any
 
 from ..protocol import records
 from ..protocol.run_options import CellOptions, CheckpointPolicy, FitState
-from . import checkpointing, fit_state, keras_flavour, run_facts, tensorboard_logs
+from . import checkpointing, fit_state, keras_flavour, run_facts, tensorboard_logs, trial_report
 from .keras_callbacks import keras_callbacks
 from .reporting import EventPublisher
 
@@ -71,6 +71,7 @@ def configure(options: CellOptions, state: FitState) -> None:
     _cell.options, _cell.state = options, state
     _cell.fits, _cell.replayed, _cell.records, _cell.runs = 0, 0, [], []
     _cell.policy = None
+    trial_report.reset()
 
 
 def last_fit() -> tuple[Any, Any, int | None]:
@@ -231,6 +232,8 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
         extra.append(ours.checkpoint_saver(
             policy=_cell.policy, rank=_worker.rank, is_chief=_worker.is_chief,
             world_size=_worker.world_size))
+    if options.trial is not None:   # a sweep's trial: its metric per epoch, median pruning
+        extra.append(ours.trial_monitor(options.trial, world_size=_worker.world_size))
     return extra
 
 
