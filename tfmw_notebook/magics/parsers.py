@@ -16,6 +16,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from ..cluster.limits import DEFAULT_TIMEOUT
 from ..cluster.tfcluster import COMMUNICATIONS, DEFAULT_KERAS
 from ..protocol.devices import AUTO
+from ..protocol.run_options import MONITOR_MODES
 from ..protocol.tfconfig import KERAS_VERSIONS, parse_address_map
 from ..widgets import tensorboard_view
 from . import cell_options
@@ -231,8 +232,12 @@ def _add_saving_options(saving) -> None:
                         help="keep the N best checkpoints by --monitor")
     saving.add_argument("--monitor", default="val_loss", metavar="METRIC",
                         help="metric for --keep-best (default val_loss, else loss)")
-    saving.add_argument("--monitor-mode", choices=("min", "max"), default="min",
-                        help="whether smaller or larger --monitor is better (default min)")
+    saving.add_argument("--monitor-mode", choices=MONITOR_MODES, default="auto",
+                        help="whether smaller (min) or larger (max) --monitor is better; "
+                             "auto (default) decides as Keras' ModelCheckpoint does: max "
+                             "for accuracy-like metrics (any name with 'acc', auc, "
+                             "precision, recall, f1_score, fbeta_score, iou, r2_score, "
+                             "names starting with 'fmeasure'...), min otherwise")
     saving.add_argument("--max-restarts", type=non_negative, default=0, metavar="K",
                         help="if a worker dies (or a collective fails), restart the workers, "
                              "replay earlier cells and resume from the automatic backup, "
