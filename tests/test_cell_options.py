@@ -188,3 +188,34 @@ def test_the_loss_fallback_is_always_smaller_is_better():
              for e, loss in ((1, 0.1), (2, 0.9), (3, 0.5))]
     doomed = checkpoints.select_to_delete(infos, keep_best=1, monitor="val_accuracy")
     assert [info.epoch for info in doomed] == [2]
+
+
+def test_resume_from_a_run_name_finds_it_under_the_checkpoint_root(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path.parent)   # the kernel's directory need not be the notebook's
+    run = tmp_path / "tfdist_checkpoints" / "run-a"
+    make_checkpoint(str(run), 1)
+    latest = make_checkpoint(str(run), 2)
+    options, run_dir = build("--resume-from run-a", tmp_path)
+    assert options.resume_from == latest and run_dir == str(run)
+    assert build("--resume-from run-a/ckpt-000001", tmp_path)[0].resume_from == str(
+        run / "ckpt-000001")
+
+
+def test_resume_from_an_unknown_name_lists_only_what_exists(tmp_path):
+    make_checkpoint(str(tmp_path / "tfdist_checkpoints" / "run-a"), 1)
+    with pytest.raises(ValueError) as refused:
+        build("--resume-from run-b", tmp_path)
+    text = str(refused.value)
+    assert text.startswith("run-b does not exist") and "tfdist_checkpoints/: run-a" in text
+    assert text.count("run-b") == 1
+
+
+def test_checkpoints_command_finds_a_run_name_under_the_root(tmp_path, monkeypatch):
+    from tfmw_notebook.magics.checkpoint_commands import find_run
+
+    monkeypatch.chdir(tmp_path)
+    make_checkpoint(str(tmp_path / "tfdist_checkpoints" / "run-a"), 1)
+    assert find_run("run-a", None) == str(tmp_path / "tfdist_checkpoints" / "run-a")
+    with pytest.raises(ValueError, match=r"^run-b is not a directory: .*tfdist_checkpoints: "
+                                         r"run-a\)$"):
+        find_run("run-b", None)

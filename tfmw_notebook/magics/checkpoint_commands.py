@@ -43,9 +43,14 @@ def find_run(directory: str | None, last_run: str | None) -> str:
     """The run to show: the one named, else this session's last, else the newest."""
     if directory:
         path = os.path.abspath(os.path.expanduser(directory))
+        if not os.path.exists(path) and not os.path.isabs(directory):
+            path = os.path.abspath(os.path.join(checkpoints.DEFAULT_ROOT, directory))
         if not os.path.isdir(path):
-            raise ValueError(f"{directory} is not a directory: give a run directory "
-                             f"(e.g. {checkpoints.DEFAULT_ROOT}/run-...)")
+            runs = [os.path.basename(run) for run in
+                    checkpoints.list_runs(os.path.abspath(checkpoints.DEFAULT_ROOT))]
+            where = (f"runs under ./{checkpoints.DEFAULT_ROOT}: {', '.join(runs)}" if runs
+                     else f"e.g. {checkpoints.DEFAULT_ROOT}/run-...")
+            raise ValueError(f"{directory} is not a directory: give a run directory ({where})")
         return path
     if last_run and os.path.isdir(last_run):
         return last_run
