@@ -93,14 +93,9 @@ class WorkerFailed(TFDistError):
         self.hints.append(text)
 
     def _render_traceback_(self) -> list[str]:
-        # The traceback was already shown the moment the failure was seen;
-        # repeat it under the summary so a saved notebook has both together.
-        lines = []
-        if self.traceback:
-            lines.extend(self.traceback.rstrip("\n").splitlines())
-        lines.append(f"{type(self).__name__}: {self}")
-        lines.extend(self.hints)
-        return lines
+        # The worker's traceback was shown (once, headed by the worker) the moment the
+        # failure was seen, long before a restart ends: not again here.
+        return [f"{type(self).__name__}: {self}", *self.hints]
 
 
 # -- reading a worker's exception -----------------------------------------------------
@@ -155,6 +150,6 @@ def remote_summary(exc: BaseException) -> str:
     return f"{ename}: {evalue}" if evalue else ename
 
 
-def prefixed(text: str, rank: int) -> str:
-    """Every line marked with the worker it came from."""
-    return "".join(f"[worker {rank}] {line}\n" for line in text.rstrip("\n").splitlines())
+def headed(text: str, rank: int, summary: str) -> str:
+    """A worker's traceback under one line naming the worker and its error."""
+    return f"[worker {rank}] raised {summary}; its traceback:\n{text.rstrip()}\n"

@@ -37,6 +37,7 @@ _CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.cluster.controller"]
 # Our engines: ipyparallel's, with TensorFlow's import begun at once (worker/engine_main.py).
 _ENGINE_COMMAND = [sys.executable, "-m", "tfmw_notebook.worker.engine_main"]
 _PROBE_SECONDS = 3.0   # a connect to the controller that takes longer counts as no answer
+_EXIT_CODE_SECONDS = 2.0  # how long the launcher gets to reap a dead engine
 _SIGNAL_SECONDS = 5.0  # how long a nanny on another host gets to confirm a kill
 
 
@@ -216,6 +217,20 @@ class EngineGroup:
                     f"only {len(fresh)} of {n} engines registered in time; "
                     f"raise --timeout, or check the engines' logs in {self._log_dir()}")
             time.sleep(POLL_SECONDS)
+
+    def exit_code(self, pid: int, wait: float = _EXIT_CODE_SECONDS) -> int | str | None:
+        """How the engine process `pid` we launched ended (a negative signal number, an
+        exit code); None if unknown: not ours, another host, or not reaped in `wait` s."""
+        for engine_set in list(getattr(self.cluster, "engines", {}).values()):
+            for launcher in list(getattr(engine_set, "launchers", {}).values()):
+                if getattr(launcher, "pid", None) == pid:
+                    return _reaped_code(launcher, wait)
+            # Once ipyparallel's loop noticed the end, the set keeps only its stop data.
+            stopped = (getattr(engine_set, "stop_data", None) or {}).get("engines", {})
+            for data in list(stopped.values()):
+                if data.get("pid") == pid:
+                    return data.get("exit_code")
+        return None
 
     def _engine_uuid(self, engine_id: int) -> str | None:
         """The hub's name for the engine registered under `engine_id` now, if any."""
@@ -421,6 +436,22 @@ def _ended_engines(cluster: ipp.Cluster | None, engine_sets: Collection[str]) ->
             if _process_ended(launcher):
                 ended[f"{set_id}/{identifier}"] = _last_line(launcher.get_output() or "")
     return ended
+
+
+def _reaped_code(launcher, wait: float) -> int | str | None:
+    """The exit code the launcher's own waiting thread collected (it reaps the process;
+    a second waiter would get nothing): psutil keeps it on the process object."""
+    waiter = getattr(launcher, "_wait_thread", None)
+    process = getattr(launcher, "process", None)
+    if waiter is None or process is None:
+        return None
+    waiter.join(timeout=wait)
+    if waiter.is_alive():
+        return None
+    try:
+        return process.wait(0)
+    except Exception:  # psutil: not ours after all, or gone without a status
+        return None
 
 
 def _process_ended(launcher) -> bool:
