@@ -24,7 +24,7 @@ from ..errors import (
 from ..protocol.run_options import FitState
 from ..protocol.tfconfig import EngineReport
 from . import death_cause
-from .engines import EngineGroup, is_this_host, nothing_listens, pid_alive
+from .engines import EngineGroup, exit_code, is_this_host, nothing_listens, pid_alive
 from .limits import POLL_SECONDS, SILENCE_SECONDS
 from .liveness import SilenceWatch, StallWatch
 from .output import OutputRelay
@@ -235,7 +235,7 @@ class CellWatch:
         worker = self.workers[rank]
         if not is_this_host(worker.host):
             return ""
-        code = self.group.exit_code(worker.pid)
+        code = exit_code(self.group.cluster, worker.pid)
         oom = self._oom.killed(worker.pid) if code is None or code == -signal.SIGKILL else False
         return death_cause.cause(code, oom)
 

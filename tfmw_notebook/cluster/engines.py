@@ -218,20 +218,6 @@ class EngineGroup:
                     f"raise --timeout, or check the engines' logs in {self._log_dir()}")
             time.sleep(POLL_SECONDS)
 
-    def exit_code(self, pid: int, wait: float = _EXIT_CODE_SECONDS) -> int | str | None:
-        """How the engine process `pid` we launched ended (a negative signal number, an
-        exit code); None if unknown: not ours, another host, or not reaped in `wait` s."""
-        for engine_set in list(getattr(self.cluster, "engines", {}).values()):
-            for launcher in list(getattr(engine_set, "launchers", {}).values()):
-                if getattr(launcher, "pid", None) == pid:
-                    return _reaped_code(launcher, wait)
-            # Once ipyparallel's loop noticed the end, the set keeps only its stop data.
-            stopped = (getattr(engine_set, "stop_data", None) or {}).get("engines", {})
-            for data in list(stopped.values()):
-                if data.get("pid") == pid:
-                    return data.get("exit_code")
-        return None
-
     def _engine_uuid(self, engine_id: int) -> str | None:
         """The hub's name for the engine registered under `engine_id` now, if any."""
         return getattr(self.client, "_engines", {}).get(engine_id)
@@ -436,6 +422,23 @@ def _ended_engines(cluster: ipp.Cluster | None, engine_sets: Collection[str]) ->
             if _process_ended(launcher):
                 ended[f"{set_id}/{identifier}"] = _last_line(launcher.get_output() or "")
     return ended
+
+
+def exit_code(cluster: ipp.Cluster | None, pid: int,
+              wait: float = _EXIT_CODE_SECONDS) -> int | str | None:
+    """How the engine process `pid` that `cluster`'s launcher started ended (a negative
+    signal number, an exit code); None if unknown: not launched here, or not reaped
+    within `wait` s."""
+    for engine_set in list(getattr(cluster, "engines", {}).values()):
+        for launcher in list(getattr(engine_set, "launchers", {}).values()):
+            if getattr(launcher, "pid", None) == pid:
+                return _reaped_code(launcher, wait)
+        # Once ipyparallel's loop noticed the end, the set keeps only its stop data.
+        stopped = (getattr(engine_set, "stop_data", None) or {}).get("engines", {})
+        for data in list(stopped.values()):
+            if data.get("pid") == pid:
+                return data.get("exit_code")
+    return None
 
 
 def _reaped_code(launcher, wait: float) -> int | str | None:
