@@ -122,7 +122,7 @@ class CellWatch:
                 if first_error is not None and time.monotonic() > grace_ends:
                     raise self._error_fault(first_error, futures, all_finished=False)
                 if deadline is not None and time.monotonic() > deadline:
-                    raise _failed(f"the cell ran past --timeout {timeout:g} s; every "
+                    raise _failed(f"the cell ran past `timeout={timeout:g}` s; every "
                                   "worker was stopped", kind="timeout")
                 # Wait on a rank still running: a finished one's wait returns at once,
                 # and the loop would spin on a core the last rank needs.
@@ -180,9 +180,9 @@ class CellWatch:
             if limits.timeout is not None and seconds >= limits.timeout:
                 raise _failed(
                     f"worker {self._describe(rank)} made no progress for {seconds:.0f} s, stuck "
-                    f"in its own code at {where} while the others waited (--stall-timeout "
-                    f"{limits.timeout:g}); every worker was stopped", kind="timeout",
-                    rank=rank)
+                    f"in its own code at {where} while the others waited "
+                    f"(`StallLimits(timeout={limits.timeout:g})`); every worker was stopped",
+                    kind="timeout", rank=rank)
             if limits.warning is not None and seconds >= limits.warning:
                 if rank not in self._warned:
                     self._warned.add(rank)

@@ -215,7 +215,7 @@ class EngineGroup:
             if time.monotonic() > deadline:
                 raise ClusterSetupError(
                     f"only {len(fresh)} of {n} engines registered in time; "
-                    f"raise --timeout, or check the engines' logs in {self._log_dir()}")
+                    f"raise `timeout=`, or check the engines' logs in {self._log_dir()}")
             time.sleep(POLL_SECONDS)
 
     def _engine_uuid(self, engine_id: int) -> str | None:
@@ -313,7 +313,7 @@ class EngineGroup:
             raise ClusterSetupError(
                 f"ipyparallel's {_launcher_name(cluster)} could not start engines again "
                 f"({exc!r}): "
-                "start the cluster again (e.g. `ipcluster start`), then `%tfdist attach`"
+                "start the cluster again (e.g. `ipcluster start`), then `TFCluster.attach()`"
             ) from None
         self.ids = self._wait_for_new_engines(
             n, deadline, launched=set(cluster.engines) - old_sets)
@@ -349,7 +349,7 @@ def _attached_client(profile: str | None, cluster_id: str | None, url_file: str 
             f" --cluster-id {cluster_id}" if cluster_id else "")
         raise ClusterSetupError(
             f"no running ipyparallel cluster found ({where}): start one with "
-            f"`ipcluster start -n 2{flags}` or pass --cluster-id / --url-file"
+            f"`ipcluster start -n 2{flags}` or pass `cluster_id=` / `url_file=`"
         ) from None
     client = _connect(lambda: cluster.connect_client_sync(timeout=timeout),
                       cluster.cluster_file)
@@ -359,7 +359,7 @@ def _attached_client(profile: str | None, cluster_id: str | None, url_file: str 
 def _bring_back(url_file: str | None, hosts: Sequence[str]) -> str:
     """What to run where to have engines again, for a group attached by url file."""
     if not url_file:
-        return "start engines again with ipcluster/ipengine, then `%tfdist attach`"
+        return "start engines again with ipcluster/ipengine, then `TFCluster.attach()`"
     engine_file = os.path.join(os.path.dirname(url_file), "ipcontroller-engine.json")
     if not os.path.exists(engine_file):
         engine_file = "<the controller's ipcontroller-engine.json>"
@@ -369,7 +369,7 @@ def _bring_back(url_file: str | None, hosts: Sequence[str]) -> str:
     where = "; ".join(f"on {host}, {count} x `ipengine --file={engine_file}`"
                       for host, count in counts.items()) or \
         f"on each host, `ipengine --file={engine_file}` once per worker"
-    return f"{where}; then `%tfdist attach --url-file {url_file}`"
+    return f"{where}; then `TFCluster.attach(url_file={url_file!r})`"
 
 
 def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork | None,

@@ -11,6 +11,7 @@ import os
 
 from IPython.core.error import UsageError
 
+from ..errors import called_from_magic
 from ..protocol import checkpoints
 from ..protocol.checkpoints import CheckpointInfo
 from .base import CommandBase
@@ -68,7 +69,8 @@ def picker_actions(shell, session: NotebookSession) -> dict:
         if cluster is None:
             raise ValueError("no cluster is running: `%tfdist start` it, build the model, "
                              "then restore")
-        digests = cluster.restore_checkpoint(info.path, model_name)
+        with called_from_magic():   # the picker is the magic's: its errors say magics
+            digests = cluster.restore_checkpoint(info.path, model_name)
         return f"restored {info.name} into {model_name!r} on {len(digests)} workers"
 
     def resume(info: CheckpointInfo) -> str:

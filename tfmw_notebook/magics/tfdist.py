@@ -10,6 +10,7 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
+from ..errors import called_from_magic
 from .cells import CellCommand
 from .checkpoint_commands import CheckpointCommands
 from .lifecycle import LifecycleCommands
@@ -31,6 +32,11 @@ class TFDistMagics(Magics, LifecycleCommands, CellCommand, CheckpointCommands, V
 
     @line_cell_magic
     def tfdist(self, line: str, cell: str | None = None):
+        # Errors and notices raised below name magics and their options, not API calls.
+        with called_from_magic():
+            return self._dispatch(line, cell)
+
+    def _dispatch(self, line: str, cell: str | None):
         if cell is None:
             args = LINE_PARSER.parse_args(arguments(line))
             if args.command is None:
