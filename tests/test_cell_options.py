@@ -8,6 +8,7 @@ import pytest
 from IPython.core.error import UsageError
 from tfmw_notebook.magics import cell_options
 from tfmw_notebook.magics.parsers import CELL_PARSER
+from tfmw_notebook.protocol import checkpoints
 from tfmw_notebook.protocol.run_options import BackupPolicy, CellOptions, CheckpointPolicy
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
@@ -33,7 +34,7 @@ def test_defaults_report_and_checkpoint_every_epoch_in_a_new_run(tmp_path):
     assert options.report and options.quiet_progress
     assert run_dir.startswith(str(tmp_path / "tfdist_checkpoints" / "run-"))
     assert options.checkpoint == CheckpointPolicy(run_dir=run_dir, every=1, keep_last=None,
-                                                  keep_best=None, monitor="val_loss", mode="min")
+                                                  keep_best=None, monitor="val_loss", mode="auto")
     assert options.backup is None and options.resume_from is None
 
 
@@ -147,3 +148,74 @@ def test_tensorboard_view_picks_the_directory_to_show(tmp_path):
         logdir_for(None, [], cwd="/")
     with pytest.raises(BadArgument, match="no TensorBoard logs in .*nowhere: it is not a "):
         logdir_for("nowhere", [], cwd=str(tmp_path))
+
+
+@pytest.mark.parametrize("monitor, mode", [
+    ("accuracy", "max"), ("val_accuracy", "max"), ("acc", "max"), ("val_acc", "max"),
+    ("sparse_categorical_accuracy", "max"), ("auc", "max"), ("val_auc_1", "max"),
+    ("precision", "max"), ("val_recall", "max"), ("f1_score", "max"), ("mean_iou", "max"),
+    ("fmeasure", "max"), ("fmeasure_micro", "max"), ("r2_score", "max"),
+    ("loss", "min"), ("val_loss", "min"), ("mae", "min"), ("val_mean_squared_error", "min"),
+    ("my_own_metric", "min"),
+])
+def test_monitor_mode_is_inferred_as_keras_infers_it(monitor, mode):
+    from tfmw_notebook.protocol.checkpoints import monitor_mode
+
+    assert monitor_mode(monitor) == mode
+
+
+def test_keep_best_by_val_accuracy_keeps_the_highest(tmp_path):
+    options, run_dir = build("--keep-best 2 --monitor val_accuracy", tmp_path)
+    policy = options.checkpoint
+    accuracies = {1: 0.5, 2: 0.9, 3: 0.7, 4: 0.8, 5: 0.6}
+    infos = [checkpoints.CheckpointInfo(path=f"{run_dir}/ckpt-{epoch}", name=f"ckpt-{epoch}",
+                                        epoch=epoch, step=epoch,
+                                        metrics={"val_accuracy": value, "loss": 1.0})
+             for epoch, value in accuracies.items()]
+    doomed = checkpoints.select_to_delete(infos, keep_best=policy.keep_best,
+                                          monitor=policy.monitor, mode=policy.mode)
+    assert sorted(info.epoch for info in doomed) == [1, 3]   # best 2 and 4; 5 is the newest
+    # An explicit mode still wins.
+    options, _ = build("--keep-best 2 --monitor val_accuracy --monitor-mode min", tmp_path)
+    doomed = checkpoints.select_to_delete(infos, keep_best=2, monitor="val_accuracy",
+                                          mode=options.checkpoint.mode)
+    assert sorted(info.epoch for info in doomed) == [2, 3, 4]   # lowest: 1 and 5
+
+
+def test_the_loss_fallback_is_always_smaller_is_better():
+    infos = [checkpoints.CheckpointInfo(path=f"/r/ckpt-{e}", name=f"ckpt-{e}", epoch=e, step=e,
+                                        metrics={"loss": loss})
+             for e, loss in ((1, 0.1), (2, 0.9), (3, 0.5))]
+    doomed = checkpoints.select_to_delete(infos, keep_best=1, monitor="val_accuracy")
+    assert [info.epoch for info in doomed] == [2]
+
+
+def test_resume_from_a_run_name_finds_it_under_the_checkpoint_root(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path.parent)   # the kernel's directory need not be the notebook's
+    run = tmp_path / "tfdist_checkpoints" / "run-a"
+    make_checkpoint(str(run), 1)
+    latest = make_checkpoint(str(run), 2)
+    options, run_dir = build("--resume-from run-a", tmp_path)
+    assert options.resume_from == latest and run_dir == str(run)
+    assert build("--resume-from run-a/ckpt-000001", tmp_path)[0].resume_from == str(
+        run / "ckpt-000001")
+
+
+def test_resume_from_an_unknown_name_lists_only_what_exists(tmp_path):
+    make_checkpoint(str(tmp_path / "tfdist_checkpoints" / "run-a"), 1)
+    with pytest.raises(ValueError) as refused:
+        build("--resume-from run-b", tmp_path)
+    text = str(refused.value)
+    assert text.startswith("run-b does not exist") and "tfdist_checkpoints/: run-a" in text
+    assert text.count("run-b") == 1
+
+
+def test_checkpoints_command_finds_a_run_name_under_the_root(tmp_path, monkeypatch):
+    from tfmw_notebook.magics.checkpoint_commands import find_run
+
+    monkeypatch.chdir(tmp_path)
+    make_checkpoint(str(tmp_path / "tfdist_checkpoints" / "run-a"), 1)
+    assert find_run("run-a", None) == str(tmp_path / "tfdist_checkpoints" / "run-a")
+    with pytest.raises(ValueError, match=r"^run-b is not a directory: .*tfdist_checkpoints: "
+                                         r"run-a\)$"):
+        find_run("run-b", None)

@@ -330,7 +330,7 @@ def test_keep_best_without_the_monitored_metric():
     ("keep_best", True, "Invalid value for argument `keep_best`. Received: keep_best=True. "
                         "Expected an integer >= 1 or None."),
     ("mode", "avg", "Invalid value for argument `mode`. Received: mode='avg'. "
-                    "Expected 'min' or 'max'."),
+                    "Expected 'auto', 'min' or 'max'."),
     ("monitor", "", "Invalid value for argument `monitor`. Received: monitor=''. "
                     "Expected a metric name such as 'val_loss'."),
 ])

@@ -393,3 +393,54 @@ def test_a_finished_cell_leaves_no_dashboard_widget_open(monkeypatch):
     run.finish()
     assert set(widget_module._instances) - before == set()
     assert handles, "the static image was not shown in the view's place"
+
+
+def test_no_broken_image_before_the_first_drawing():
+    """An Image widget with no data is a broken-image icon in JupyterLab: until the
+    first drawing the image is hidden and a placeholder says what is awaited."""
+    dashboard = Dashboard(MetricsStore())
+    assert dashboard.image.value == b"" and dashboard.image.layout.display == "none"
+    assert "waiting for the first batch" in dashboard.waiting.value
+    assert dashboard.waiting in dashboard.widget.children
+    assert dashboard.waiting.layout.display != "none"
+    dashboard.feed([begin(0), batch(0, 0)])
+    dashboard.refresh(force=True)
+    assert bytes(dashboard.image.value).startswith(PNG_SIGNATURE)
+    assert dashboard.image.layout.display != "none"
+    assert dashboard.waiting.layout.display == "none"
+
+
+def yscales(monkeypatch, store):
+    """The y scale of each panel the curves are drawn with."""
+    from matplotlib.axes import Axes
+    from tfmw_notebook.widgets.curves import render_curves_png
+
+    drawn = []
+    real_savefig = __import__("matplotlib.figure", fromlist=["Figure"]).Figure.savefig
+
+    def savefig(figure, *args, **kwargs):
+        drawn.extend(axes.get_yscale() for axes in figure.axes if isinstance(axes, Axes))
+        return real_savefig(figure, *args, **kwargs)
+
+    monkeypatch.setattr("matplotlib.figure.Figure.savefig", savefig)
+    assert render_curves_png(store).startswith(PNG_SIGNATURE)
+    return drawn
+
+
+def test_a_curve_over_more_than_3_orders_of_magnitude_gets_a_log_axis(monkeypatch):
+    store = MetricsStore()
+    for epoch, loss in enumerate([2.0, 1e-3, 1e-8, 1e-14]):
+        store.feed({"kind": "epoch", "rank": 0, "time": float(epoch), "epoch": epoch,
+                    "logs": {"loss": loss, "accuracy": 0.5 + 0.1 * epoch}})
+    assert yscales(monkeypatch, store) == ["log", "linear"]   # panels: loss, accuracy
+
+
+@pytest.mark.parametrize("values, log", [
+    ([1.0, 1e-3], False), ([1.0, 2e-3, 0.5], False), ([2.0, 1e-3], True),
+    ([1.0, 1e-14, float("nan")], True), ([1.0, 0.0, 1e-9], False), ([-1.0, 1e-9], False),
+    ([], False), ([float("nan")], False),
+])
+def test_when_an_axis_is_logarithmic(values, log):
+    from tfmw_notebook.widgets.figures import wants_log_scale
+
+    assert wants_log_scale(values) is log

@@ -9,12 +9,71 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Literal
 
+# -- wording: API calls for the Python API, magics for the magics ---------------------
+#
+# Messages are written as the Python API says things (`cluster.restart()`,
+# `timeout=30`); while a magic runs, they are said as the magic's user would type them.
+
+_magic_caller: ContextVar[bool] = ContextVar("tfdist_magic_caller", default=False)
+_CALL = re.compile(r"`(?:cluster|TFCluster)\.(\w+)\(([^`]*)\)`")
+_STALL = re.compile(r"`StallLimits\(timeout=([^`]*)\)`")
+_KEYWORD = re.compile(r"`(\w+)=([^`]*)`")
+_NEGATED = {"isolate": "--no-isolation"}
+
+
+@contextmanager
+def called_from_magic() -> Iterator[None]:
+    """Within it, messages name magics and their options (see magic_words)."""
+    token = _magic_caller.set(True)
+    try:
+        yield
+    finally:
+        _magic_caller.reset(token)
+
+
+def _option(name: str, value: str) -> str:
+    value = value.strip().strip("'\"")
+    if value == "False" and name in _NEGATED:
+        return _NEGATED[name]
+    flag = "--" + name.replace("_", "-")
+    return f"{flag} {value}" if value else flag
+
+
+def _command(match: re.Match) -> str:
+    keywords = [part.split("=", 1) for part in match.group(2).split(", ") if "=" in part]
+    return "`" + " ".join(["%tfdist", match.group(1)]
+                          + [_option(name, value) for name, value in keywords]) + "`"
+
+
+def magic_words(text: str) -> str:
+    """An API message as the magics say it: `cluster.restart()` -> `%tfdist restart`,
+    `TFCluster.attach(url_file='f')` -> `%tfdist attach --url-file f`, `timeout=30` ->
+    --timeout 30, `StallLimits(timeout=5)` -> --stall-timeout 5."""
+    text = _STALL.sub(lambda match: f"--stall-timeout {match.group(1)}", text)
+    text = _CALL.sub(_command, text)
+    return _KEYWORD.sub(lambda match: _option(match.group(1), match.group(2)), text)
+
+
+def for_caller(text: str) -> str:
+    """`text` in the words of whoever called: a magic, or the Python API."""
+    return magic_words(text) if _magic_caller.get() else text
+
 
 class TFDistError(RuntimeError):
-    """Base class: shown by IPython without the client-side traceback."""
+    """Base class: shown by IPython without the client-side traceback.
+
+    Its message names API calls, or magics when raised while a magic runs."""
+
+    def __init__(self, *args):
+        if args and isinstance(args[0], str):
+            args = (for_caller(args[0]), *args[1:])
+        super().__init__(*args)
 
     def _render_traceback_(self) -> list[str]:
         return [f"{type(self).__name__}: {self}"]
@@ -93,14 +152,9 @@ class WorkerFailed(TFDistError):
         self.hints.append(text)
 
     def _render_traceback_(self) -> list[str]:
-        # The traceback was already shown the moment the failure was seen;
-        # repeat it under the summary so a saved notebook has both together.
-        lines = []
-        if self.traceback:
-            lines.extend(self.traceback.rstrip("\n").splitlines())
-        lines.append(f"{type(self).__name__}: {self}")
-        lines.extend(self.hints)
-        return lines
+        # The worker's traceback was shown (once, headed by the worker) the moment the
+        # failure was seen, long before a restart ends: not again here.
+        return [f"{type(self).__name__}: {self}", *self.hints]
 
 
 # -- reading a worker's exception -----------------------------------------------------
@@ -155,6 +209,6 @@ def remote_summary(exc: BaseException) -> str:
     return f"{ename}: {evalue}" if evalue else ename
 
 
-def prefixed(text: str, rank: int) -> str:
-    """Every line marked with the worker it came from."""
-    return "".join(f"[worker {rank}] {line}\n" for line in text.rstrip("\n").splitlines())
+def headed(text: str, rank: int, summary: str) -> str:
+    """A worker's traceback under one line naming the worker and its error."""
+    return f"[worker {rank}] raised {summary}; its traceback:\n{text.rstrip()}\n"

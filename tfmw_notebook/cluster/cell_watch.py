@@ -8,6 +8,7 @@ recovery path (recovery.py) turns into keeping or restarting the workers.
 from __future__ import annotations
 
 import itertools
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -15,14 +16,15 @@ from dataclasses import dataclass, field
 from ..errors import (
     Failure,
     WorkerFailed,
+    headed,
     is_engine_death,
-    prefixed,
     remote_summary,
     remote_traceback,
 )
 from ..protocol.run_options import FitState
 from ..protocol.tfconfig import EngineReport
-from .engines import EngineGroup, is_this_host, nothing_listens, pid_alive
+from . import death_cause
+from .engines import EngineGroup, exit_code, is_this_host, nothing_listens, pid_alive
 from .limits import POLL_SECONDS, SILENCE_SECONDS
 from .liveness import SilenceWatch, StallWatch
 from .output import OutputRelay
@@ -62,11 +64,13 @@ class CellWatch:
     _silence: SilenceWatch = field(init=False, repr=False)
     _stalls: StallWatch = field(init=False, repr=False)
     _warned: set = field(init=False, repr=False)
+    _oom: death_cause.OomWatch = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         settings = self.settings
         self.relay = OutputRelay(len(self.workers), all_output=settings.all_output,
                                  stdout=settings.stdout, stderr=settings.stderr)
+        self._oom = death_cause.OomWatch()   # counted from before the cell
 
     @property
     def group(self) -> EngineGroup:
@@ -120,7 +124,7 @@ class CellWatch:
                 if first_error is not None and time.monotonic() > grace_ends:
                     raise self._error_fault(first_error, futures, all_finished=False)
                 if deadline is not None and time.monotonic() > deadline:
-                    raise _failed(f"the cell ran past --timeout {timeout:g} s; every "
+                    raise _failed(f"the cell ran past `timeout={timeout:g}` s; every "
                                   "worker was stopped", kind="timeout")
                 # Wait on a rank still running: a finished one's wait returns at once,
                 # and the loop would spin on a core the last rank needs.
@@ -178,9 +182,9 @@ class CellWatch:
             if limits.timeout is not None and seconds >= limits.timeout:
                 raise _failed(
                     f"worker {self._describe(rank)} made no progress for {seconds:.0f} s, stuck "
-                    f"in its own code at {where} while the others waited (--stall-timeout "
-                    f"{limits.timeout:g}); every worker was stopped", kind="timeout",
-                    rank=rank)
+                    f"in its own code at {where} while the others waited "
+                    f"(`StallLimits(timeout={limits.timeout:g})`); every worker was stopped",
+                    kind="timeout", rank=rank)
             if limits.warning is not None and seconds >= limits.warning:
                 if rank not in self._warned:
                     self._warned.add(rank)
@@ -204,8 +208,9 @@ class CellWatch:
         self._take_in(futures)
         text = remote_traceback(exc)
         if text:
-            sys.stderr.write(prefixed(text, rank))
-            sys.stderr.flush()
+            stream = self.settings.stderr or sys.stderr
+            stream.write(headed(text, rank, remote_summary(exc)))
+            stream.flush()
         return rank, exc
 
     def _error_fault(self, first_error, futures, *, all_finished: bool) -> WorkerFailed:
@@ -223,8 +228,18 @@ class CellWatch:
             error_value=str(getattr(exc, "evalue", "") or ""))
 
     def _death(self, ranks: list[int]) -> WorkerFailed:
-        names = ", ".join(self._describe(rank) for rank in ranks)
-        return _failed(f"worker {names} died", kind="died", rank=ranks[0], retryable=True)
+        names = ", ".join(f"{self._describe(rank)} died{self._death_cause(rank)}"
+                          for rank in ranks)
+        return _failed(f"worker {names}", kind="died", rank=ranks[0], retryable=True)
+
+    def _death_cause(self, rank: int) -> str:
+        """" (killed by SIGKILL)" and the like, for a process of this host we launched."""
+        worker = self.workers[rank]
+        if not is_this_host(worker.host):
+            return ""
+        code = exit_code(self.group.cluster, worker.pid)
+        oom = self._oom.killed(worker.pid) if code is None or code == -signal.SIGKILL else False
+        return death_cause.cause(code, oom)
 
     def _drain(self, futures) -> None:
         """Take in what the workers printed or published just before they finished.

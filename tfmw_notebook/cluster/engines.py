@@ -37,6 +37,7 @@ _CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.cluster.controller"]
 # Our engines: ipyparallel's, with TensorFlow's import begun at once (worker/engine_main.py).
 _ENGINE_COMMAND = [sys.executable, "-m", "tfmw_notebook.worker.engine_main"]
 _PROBE_SECONDS = 3.0   # a connect to the controller that takes longer counts as no answer
+_EXIT_CODE_SECONDS = 2.0  # how long the launcher gets to reap a dead engine
 _SIGNAL_SECONDS = 5.0  # how long a nanny on another host gets to confirm a kill
 
 
@@ -214,7 +215,7 @@ class EngineGroup:
             if time.monotonic() > deadline:
                 raise ClusterSetupError(
                     f"only {len(fresh)} of {n} engines registered in time; "
-                    f"raise --timeout, or check the engines' logs in {self._log_dir()}")
+                    f"raise `timeout=`, or check the engines' logs in {self._log_dir()}")
             time.sleep(POLL_SECONDS)
 
     def _engine_uuid(self, engine_id: int) -> str | None:
@@ -312,7 +313,7 @@ class EngineGroup:
             raise ClusterSetupError(
                 f"ipyparallel's {_launcher_name(cluster)} could not start engines again "
                 f"({exc!r}): "
-                "start the cluster again (e.g. `ipcluster start`), then `%tfdist attach`"
+                "start the cluster again (e.g. `ipcluster start`), then `TFCluster.attach()`"
             ) from None
         self.ids = self._wait_for_new_engines(
             n, deadline, launched=set(cluster.engines) - old_sets)
@@ -348,7 +349,7 @@ def _attached_client(profile: str | None, cluster_id: str | None, url_file: str 
             f" --cluster-id {cluster_id}" if cluster_id else "")
         raise ClusterSetupError(
             f"no running ipyparallel cluster found ({where}): start one with "
-            f"`ipcluster start -n 2{flags}` or pass --cluster-id / --url-file"
+            f"`ipcluster start -n 2{flags}` or pass `cluster_id=` / `url_file=`"
         ) from None
     client = _connect(lambda: cluster.connect_client_sync(timeout=timeout),
                       cluster.cluster_file)
@@ -358,7 +359,7 @@ def _attached_client(profile: str | None, cluster_id: str | None, url_file: str 
 def _bring_back(url_file: str | None, hosts: Sequence[str]) -> str:
     """What to run where to have engines again, for a group attached by url file."""
     if not url_file:
-        return "start engines again with ipcluster/ipengine, then `%tfdist attach`"
+        return "start engines again with ipcluster/ipengine, then `TFCluster.attach()`"
     engine_file = os.path.join(os.path.dirname(url_file), "ipcontroller-engine.json")
     if not os.path.exists(engine_file):
         engine_file = "<the controller's ipcontroller-engine.json>"
@@ -368,7 +369,7 @@ def _bring_back(url_file: str | None, hosts: Sequence[str]) -> str:
     where = "; ".join(f"on {host}, {count} x `ipengine --file={engine_file}`"
                       for host, count in counts.items()) or \
         f"on each host, `ipengine --file={engine_file}` once per worker"
-    return f"{where}; then `%tfdist attach --url-file {url_file}`"
+    return f"{where}; then `TFCluster.attach(url_file={url_file!r})`"
 
 
 def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork | None,
@@ -421,6 +422,39 @@ def _ended_engines(cluster: ipp.Cluster | None, engine_sets: Collection[str]) ->
             if _process_ended(launcher):
                 ended[f"{set_id}/{identifier}"] = _last_line(launcher.get_output() or "")
     return ended
+
+
+def exit_code(cluster: ipp.Cluster | None, pid: int,
+              wait: float = _EXIT_CODE_SECONDS) -> int | str | None:
+    """How the engine process `pid` that `cluster`'s launcher started ended (a negative
+    signal number, an exit code); None if unknown: not launched here, or not reaped
+    within `wait` s."""
+    for engine_set in list(getattr(cluster, "engines", {}).values()):
+        for launcher in list(getattr(engine_set, "launchers", {}).values()):
+            if getattr(launcher, "pid", None) == pid:
+                return _reaped_code(launcher, wait)
+        # Once ipyparallel's loop noticed the end, the set keeps only its stop data.
+        stopped = (getattr(engine_set, "stop_data", None) or {}).get("engines", {})
+        for data in list(stopped.values()):
+            if data.get("pid") == pid:
+                return data.get("exit_code")
+    return None
+
+
+def _reaped_code(launcher, wait: float) -> int | str | None:
+    """The exit code the launcher's own waiting thread collected (it reaps the process;
+    a second waiter would get nothing): psutil keeps it on the process object."""
+    waiter = getattr(launcher, "_wait_thread", None)
+    process = getattr(launcher, "process", None)
+    if waiter is None or process is None:
+        return None
+    waiter.join(timeout=wait)
+    if waiter.is_alive():
+        return None
+    try:
+        return process.wait(0)
+    except Exception:  # psutil: not ours after all, or gone without a status
+        return None
 
 
 def _process_ended(launcher) -> bool:

@@ -26,6 +26,8 @@ import tempfile
 import time
 from typing import IO
 
+from ..errors import for_caller
+
 _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "network_keeper.py")
 _OPEN_SECONDS = 10.0
 _SOCKET_DIR_PREFIX = "tfmw-ipc-"
@@ -171,10 +173,10 @@ def network_for_workers(isolate: bool = True) -> PrivateNetwork | None:
     except IsolationUnavailable as why:
         if not _warned:
             _warned.append(str(why))
-            sys.stderr.write(
+            sys.stderr.write(for_caller(
                 f"tfdist: warning: {why}, so the workers' TensorFlow ports (gRPC, no "
                 "authentication) listen on every network interface of this machine, open "
-                "to anyone who can reach it; `%tfdist start --no-isolation` accepts this "
-                "without this warning\n")
+                "to anyone who can reach it; `TFCluster.start(isolate=False)` accepts this "
+                "without this warning\n"))
             sys.stderr.flush()
         return None

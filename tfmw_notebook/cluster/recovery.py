@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any, Protocol
 
-from ..errors import ClusterSetupError, TFDistError, WorkerFailed
+from ..errors import ClusterSetupError, TFDistError, WorkerFailed, for_caller
 from ..protocol.run_options import CellOptions, FitState
 from ..protocol.tfconfig import EngineReport
 from .cell_watch import RunResult
@@ -54,17 +54,17 @@ class Recovery:
         if failure.kind == "controller":
             # Nothing can be restarted through a controller that is gone.
             return WorkerFailed(failure, f"{failure.summary}. Start the controller and engines "
-                                "again, then `%tfdist attach` (or `%tfdist stop` and `%tfdist "
-                                "start` for a cluster tfdist started)")
+                                "again, then `TFCluster.attach()` (or `cluster.stop()` and "
+                                "`TFCluster.start()` for a cluster tfdist started)")
         if failure.lost_hosts:
             # A host that cannot be reached cannot get new engines now: stop, and say when
             # to restart, rather than wait for launchers that cannot get through.
             self.cluster.stop_workers()
             hosts = ", ".join(failure.lost_hosts)
             return WorkerFailed(failure, f"{failure.summary}. Every worker was stopped; when "
-                                f"{hosts} can be reached again, run `%tfdist restart` (fresh "
+                                f"{hosts} can be reached again, run `cluster.restart()` (fresh "
                                 "workers; engines started by hand: start them there again, "
-                                "then `%tfdist attach`)")
+                                "then `TFCluster.attach()`)")
         why_restart = ""
         if failure.all_finished and not failure.retryable:
             why_restart = self.why_not_keep()
@@ -145,7 +145,7 @@ class Recovery:
 
 def notice(text: str) -> None:
     """Something went wrong and is being dealt with: stderr (shown as a warning)."""
-    sys.stderr.write(text + "\n")
+    sys.stderr.write(for_caller(text) + "\n")
     sys.stderr.flush()
 
 

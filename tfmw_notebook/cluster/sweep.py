@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import WorkerFailed
+from ..protocol import checkpoints
 from ..protocol.run_options import MONITOR_MODES, TrialMonitor, is_worse
 from . import median_rule, sweep_space
 from .interrupt_hold import presses_held
@@ -73,7 +74,7 @@ class SweepPlan:
     @classmethod
     def make(cls, space: Sequence[str] | Mapping[str, Any], *, trials: int | None = None,
              seed: int | None = None, prune: str | None = None,
-             monitor: str | None = "val_loss", mode: str = "min") -> SweepPlan:
+             monitor: str | None = "val_loss", mode: str = "auto") -> SweepPlan:
         """Checked, or ValueError (one line). Sampled without a seed: one is drawn (and
         kept in the plan, so the sweep can be repeated)."""
         if prune is not None and prune not in PRUNE_RULES:
@@ -82,7 +83,9 @@ class SweepPlan:
             raise ValueError("--prune needs a metric to compare: --monitor NAME "
                              "(e.g. val_loss)")
         if mode not in MONITOR_MODES:
-            raise ValueError(f"--monitor-mode {mode}: expected min or max")
+            raise ValueError(f"--monitor-mode {mode}: expected auto, min or max")
+        if mode == "auto":   # as --keep-best decides: Keras' ModelCheckpoint's rule
+            mode = checkpoints.monitor_mode(monitor or "val_loss")
         dims = sweep_space.dimensions(space)
         if trials is not None and seed is None:
             seed = random.SystemRandom().randrange(1 << 31)

@@ -59,7 +59,7 @@ class Sweeps:
 
     def sweep(self: SweepTarget, source: str, space: dict, *, trials: int | None = None,
               seed: int | None = None, prune: str | None = None, monitor: str = "val_loss",
-              mode: str = "min", settings: RunSettings | None = None,
+              mode: str = "auto", settings: RunSettings | None = None,
               on_change: Callable[[SweepResult], None] | None = None) -> SweepResult:
         """Run `source` once per combination of `space` ({name: [values]} for a grid, or
         {name: "loguniform:LOW:HIGH" | "uniform:LOW:HIGH"} with `trials` samples drawn

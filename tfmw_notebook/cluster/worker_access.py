@@ -96,9 +96,9 @@ class WorkerAccess:
     def _require_workers(self) -> None:
         if not self.workers:
             raise NoClusterError("the cluster has no workers (stopped, or a restart failed): "
-                                 "run `%tfdist restart` or `%tfdist start`")
+                                 "run `cluster.restart()` or `TFCluster.start()`")
         if not self._group.controller_answers():
             host, port = self._group.controller_address()
             raise NoClusterError(f"the ipyparallel controller at {host}:{port} does not answer: "
-                                 "start it and its engines again, then `%tfdist attach` (or "
-                                 "`%tfdist stop` and `%tfdist start`)")
+                                 "start it and its engines again, then `TFCluster.attach()` "
+                                 "(or `cluster.stop()` and `TFCluster.start()`)")

@@ -49,6 +49,16 @@ def backup_frequency(text: str) -> str | int:
     return steps
 
 
+def resume_point(spec: str, *, cwd: str) -> checkpoints.CheckpointInfo:
+    """`--resume-from`: 'latest', a path (from `cwd`), or a run or checkpoint under
+    ./tfdist_checkpoints/ (`--resume-from run-20250101-120000`)."""
+    root = os.path.join(cwd, checkpoints.DEFAULT_ROOT)
+    path = os.path.join(cwd, os.path.expanduser(spec))
+    if spec != "latest" and os.path.exists(path):
+        return checkpoints.resolve(path, root=root)
+    return checkpoints.resolve(spec, root=root)
+
+
 def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None,
           cwd: str, name: str | None = None) -> tuple[CellOptions, str | None]:
     """The cell's CellOptions, and the run directory.
@@ -57,12 +67,8 @@ def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None
     `--resume-from` wins over it. `name`: the run's name (--name), its directory
     under ./tfdist_checkpoints; without one, a resumed run goes on in its own directory.
     """
-    resume = None
     spec = args.resume_from or resume_next
-    if spec:
-        resume = checkpoints.resolve(spec, root=os.path.join(cwd, checkpoints.DEFAULT_ROOT)
-                                     ) if spec == "latest" else checkpoints.resolve(
-                                         os.path.join(cwd, spec))
+    resume = resume_point(spec, cwd=cwd) if spec else None
     saving = checkpointing and not args.no_checkpoint
     if resume is not None and not args.checkpoint_dir and not name:
         run_dir = os.path.dirname(resume.path)  # continue the same run

@@ -11,6 +11,7 @@ import os
 
 from IPython.core.error import UsageError
 
+from ..errors import called_from_magic
 from ..protocol import checkpoints
 from ..protocol.checkpoints import CheckpointInfo
 from .base import CommandBase
@@ -43,9 +44,14 @@ def find_run(directory: str | None, last_run: str | None) -> str:
     """The run to show: the one named, else this session's last, else the newest."""
     if directory:
         path = os.path.abspath(os.path.expanduser(directory))
+        if not os.path.exists(path) and not os.path.isabs(directory):
+            path = os.path.abspath(os.path.join(checkpoints.DEFAULT_ROOT, directory))
         if not os.path.isdir(path):
-            raise ValueError(f"{directory} is not a directory: give a run directory "
-                             f"(e.g. {checkpoints.DEFAULT_ROOT}/run-...)")
+            runs = [os.path.basename(run) for run in
+                    checkpoints.list_runs(os.path.abspath(checkpoints.DEFAULT_ROOT))]
+            where = (f"runs under ./{checkpoints.DEFAULT_ROOT}: {', '.join(runs)}" if runs
+                     else f"e.g. {checkpoints.DEFAULT_ROOT}/run-...")
+            raise ValueError(f"{directory} is not a directory: give a run directory ({where})")
         return path
     if last_run and os.path.isdir(last_run):
         return last_run
@@ -63,7 +69,8 @@ def picker_actions(shell, session: NotebookSession) -> dict:
         if cluster is None:
             raise ValueError("no cluster is running: `%tfdist start` it, build the model, "
                              "then restore")
-        digests = cluster.restore_checkpoint(info.path, model_name)
+        with called_from_magic():   # the picker is the magic's: its errors say magics
+            digests = cluster.restore_checkpoint(info.path, model_name)
         return f"restored {info.name} into {model_name!r} on {len(digests)} workers"
 
     def resume(info: CheckpointInfo) -> str:

@@ -11,6 +11,12 @@ from .base import CommandBase
 class LifecycleCommands(CommandBase):
 
     def _start(self, args) -> None:
+        old = self.session.cluster
+        if old is not None and not old.size:
+            # A failed restart left it empty; its error said to start again.
+            self.session.stop_cluster()
+            print(f"the cluster had no workers left (a restart failed?): starting "
+                  f"{args.workers} new ones in its place")
         self._refuse_second_cluster()
         cluster = self._guarded(lambda: TFCluster.start(
             args.workers, timeout=args.timeout, communication=args.communication,

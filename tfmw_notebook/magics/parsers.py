@@ -16,6 +16,7 @@ from IPython.core.magic_arguments import MagicArgumentParser
 from ..cluster.limits import DEFAULT_TIMEOUT
 from ..cluster.tfcluster import COMMUNICATIONS, DEFAULT_KERAS
 from ..protocol.devices import AUTO
+from ..protocol.run_options import MONITOR_MODES
 from ..protocol.tfconfig import KERAS_VERSIONS, parse_address_map
 from ..widgets import tensorboard_view
 from . import cell_options
@@ -40,13 +41,32 @@ non_negative = _number(int, "a whole number", "0 or more", lambda value: value >
 seconds = _number(float, "seconds", "seconds > 0", lambda value: value > 0)
 
 
+# A usage longer than this is cut short in an error (the cell magic's has 30 options).
+USAGE_WIDTH = 160
+
+
 class Parser(MagicArgumentParser):
     """Argument errors as one line that also shows the right usage."""
 
     def error(self, message):
+        raise UsageError(f"{message} (usage: {self.short_usage()})")
+
+    def short_usage(self) -> str:
+        """The usage on one line; when too long, its first options and where the rest are."""
         # IPython's usage starts with "::" (for its docs) and wraps over lines.
         usage = " ".join(self.format_usage().replace("::", "", 1).split())
-        raise UsageError(f"{message} (usage: {usage})")
+        if len(usage) <= USAGE_WIDTH:
+            return usage
+        cut = usage.rfind("] ", 0, USAGE_WIDTH - 60) + 1
+        return f"{usage[:cut]} ...; every option: %tfdist?"
+
+    def parse_args(self, args=None, namespace=None):
+        # argparse reports a subcommand's unknown options with the top level's usage.
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            chosen = _subcommand(self, getattr(parsed, "command", None))
+            (chosen or self).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
 
 def _backup_frequency(text: str):
@@ -240,8 +260,12 @@ def _add_saving_options(saving) -> None:
     saving.add_argument("--monitor", default="val_loss", metavar="METRIC",
                         help="metric for --keep-best, --prune and the sweep's table "
                              "(default val_loss, else loss)")
-    saving.add_argument("--monitor-mode", choices=("min", "max"), default="min",
-                        help="whether smaller or larger --monitor is better (default min)")
+    saving.add_argument("--monitor-mode", choices=MONITOR_MODES, default="auto",
+                        help="whether smaller (min) or larger (max) --monitor is better; "
+                             "auto (default) decides as Keras' ModelCheckpoint does: max "
+                             "for accuracy-like metrics (any name with 'acc', auc, "
+                             "precision, recall, f1_score, fbeta_score, iou, r2_score, "
+                             "names starting with 'fmeasure'...), min otherwise")
     saving.add_argument("--max-restarts", type=non_negative, default=0, metavar="K",
                         help="if a worker dies (or a collective fails), restart the workers, "
                              "replay earlier cells and resume from the automatic backup, "
@@ -254,8 +278,25 @@ def _add_saving_options(saving) -> None:
                              "from its epoch")
 
 
+EXAMPLES = """Examples::
+
+  %tfdist start -n 2                 # two workers on this machine
+  %%tfdist --keep-best 3 --monitor val_accuracy
+  model.fit(dataset, epochs=3)       # runs on every worker; live curves below
+  %tfdist checkpoints                # list, compare, restore, resume from, load here
+  %tfdist stop                       # end the workers
+
+Reference (generated from the parsers):
+"""
+
 LINE_PARSER = _line_parser()
 CELL_PARSER = _cell_parser()
+
+
+def _subcommand(parser: argparse.ArgumentParser, name: str | None):
+    """The parser of subcommand `name` of `parser` (None if it has no such one)."""
+    return next((action.choices.get(name or "") for action in parser._actions
+                 if isinstance(action, argparse._SubParsersAction)), None)
 
 
 def subcommands() -> argparse._SubParsersAction:
@@ -270,7 +311,7 @@ def command_list() -> str:
 
 def help_text() -> str:
     """Help for `%tfdist?`, made from the parsers so it cannot fall out of date."""
-    parts = [LINE_PARSER.format_help()]
+    parts = [EXAMPLES, LINE_PARSER.format_help()]
     parts += [sub.format_help() for sub in subcommands().choices.values()]
     parts.append(CELL_PARSER.format_help())
     return "\n".join(parts)

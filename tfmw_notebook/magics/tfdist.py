@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.utils.process import arg_split
 
+from ..errors import called_from_magic
 from .cells import CellCommand
 from .checkpoint_commands import CheckpointCommands
 from .lifecycle import LifecycleCommands
+from .line_split import arguments
 from .parsers import CELL_PARSER, LINE_PARSER, command_list, help_text
 from .run_commands import RunCommands
 from .session import NotebookSession
@@ -33,12 +34,17 @@ class TFDistMagics(Magics, LifecycleCommands, CellCommand, CheckpointCommands, V
 
     @line_cell_magic
     def tfdist(self, line: str, cell: str | None = None):
+        # Errors and notices raised below name magics and their options, not API calls.
+        with called_from_magic():
+            return self._dispatch(line, cell)
+
+    def _dispatch(self, line: str, cell: str | None):
         if cell is None:
-            args = LINE_PARSER.parse_args(arg_split(line))
+            args = LINE_PARSER.parse_args(arguments(line))
             if args.command is None:
                 raise UsageError(f"%tfdist needs a command: {command_list()} (see %tfdist?)")
             return getattr(self, f"_{args.command}")(args)
-        return self._cell(CELL_PARSER.parse_args(arg_split(line)), cell)
+        return self._cell(CELL_PARSER.parse_args(arguments(line)), cell)
 
 
 TFDistMagics.tfdist.__doc__ = help_text()

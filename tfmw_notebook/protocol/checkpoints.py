@@ -47,7 +47,16 @@ MODEL_JSON = "model.json"
 
 _CHECKPOINT_NAME = re.compile(re.escape(CHECKPOINT_PREFIX) + r"(\d{6,})")
 _TRAIN_HINT = "train with %%tfdist --checkpoint-dir ... first"
-_MODES = ("min", "max")
+_MODES = ("auto", "min", "max")
+# Keras 3's built-in metrics whose `_direction` is "up" (larger is better), by their
+# default names; ModelCheckpoint(mode="auto") maximizes these.
+_LARGER_IS_BETTER = frozenset({
+    "accuracy", "binary_accuracy", "categorical_accuracy", "sparse_categorical_accuracy",
+    "top_k_categorical_accuracy", "sparse_top_k_categorical_accuracy", "precision", "recall",
+    "auc", "precision_at_recall", "recall_at_precision", "sensitivity_at_specificity",
+    "specificity_at_sensitivity", "fbeta_score", "f1_score", "iou", "binary_iou", "mean_iou",
+    "one_hot_iou", "one_hot_mean_iou", "pearson_correlation", "concordance_correlation",
+    "cosine_similarity", "r2_score"})
 
 
 def trackables(model: Any) -> dict[str, Any]:
@@ -392,13 +401,28 @@ def delete_checkpoint(info: CheckpointInfo | str | os.PathLike[str]) -> None:
 # -- retention ---------------------------------------------------------------------
 
 
+def monitor_mode(monitor: str) -> str:
+    """"max" if a larger `monitor` is better, else "min": Keras' ModelCheckpoint(mode="auto").
+
+    As Keras 3 decides for its built-in metrics (their direction, named as Keras names
+    them, with or without "val_" and a "_1" suffix for a second instance), and as
+    tf-keras decides by name: "acc" in it or it starts with "fmeasure". Anything else
+    (losses, errors, unknown names) is smaller-is-better.
+    """
+    name = re.sub(r"_\d+$", "", monitor.removeprefix("val_"))
+    if name in _LARGER_IS_BETTER or "acc" in monitor or monitor.startswith("fmeasure"):
+        return "max"
+    return "min"
+
+
 def select_to_delete(checkpoints: Iterable[CheckpointInfo], *, keep_last: int | None = None,
                      keep_best: int | None = None, monitor: str = "val_loss",
-                     mode: str = "min") -> list[CheckpointInfo]:
+                     mode: str = "auto") -> list[CheckpointInfo]:
     """The checkpoints a retention policy drops, oldest first.
 
     Keeps the union of the last `keep_last` and the best `keep_best` by `monitor`
-    (falling back to "loss", then to recency, when no checkpoint has it); the newest
+    (falling back to "loss", then to recency, when no checkpoint has it), the best
+    being the smallest or largest as `mode` says ("auto": monitor_mode); the newest
     is always kept; None sets no limit, and both None keep everything.
     """
     for name, value in (("keep_last", keep_last), ("keep_best", keep_best)):
@@ -406,7 +430,7 @@ def select_to_delete(checkpoints: Iterable[CheckpointInfo], *, keep_last: int | 
                                   or value < 1):
             raise ValueError(_invalid(name, value, "an integer >= 1 or None"))
     if mode not in _MODES:
-        raise ValueError(_invalid("mode", mode, "'min' or 'max'"))
+        raise ValueError(_invalid("mode", mode, "'auto', 'min' or 'max'"))
     if not isinstance(monitor, str) or not monitor:
         raise ValueError(_invalid("monitor", monitor, "a metric name such as 'val_loss'"))
 
@@ -423,7 +447,10 @@ def select_to_delete(checkpoints: Iterable[CheckpointInfo], *, keep_last: int | 
             best = ordered[-keep_best:]
         else:
             scored = [info for info in ordered if _has(info, metric)]
-            sign = 1.0 if mode == "min" else -1.0
+            # The fallback, loss, is always smaller-is-better.
+            wanted = "min" if metric != monitor else (
+                monitor_mode(monitor) if mode == "auto" else mode)
+            sign = 1.0 if wanted == "min" else -1.0
             best = sorted(scored,
                           key=lambda info: (sign * info.metrics[metric], -info.epoch))[:keep_best]
         keep.update(info.path for info in best)

@@ -171,8 +171,8 @@ def final_and_best(values: list[float], metric: str) -> tuple[float | None, floa
 
 
 def higher_is_better(metric: str) -> bool:
-    bare = metric.lower().removeprefix("val_")
-    return any(word in bare for word in ("acc", "auc", "precision", "recall", "f1", "iou"))
+    """As --monitor-mode auto decides (checkpoints.monitor_mode: Keras' rule)."""
+    return checkpoints.monitor_mode(metric) == "max"
 
 
 def _is_finite(value: Any) -> bool:

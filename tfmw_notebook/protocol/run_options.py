@@ -12,7 +12,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-MONITOR_MODES = ("min", "max")
+MONITOR_MODES = ("auto", "min", "max")
 
 
 def _invalid(name: str, value: Any, expected: str) -> ValueError:
@@ -44,7 +44,7 @@ class CheckpointPolicy:
     keep_last: int | None = None
     keep_best: int | None = None
     monitor: str = "val_loss"
-    mode: str = "min"
+    mode: str = "auto"   # as Keras' ModelCheckpoint: see checkpoints.monitor_mode
 
     def __post_init__(self) -> None:
         _path("run_dir", self.run_dir)

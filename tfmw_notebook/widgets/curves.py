@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import math
 
-from .figures import SCALE, SHOWN_DPI, whole_epoch_ticks
+from .figures import SCALE, SHOWN_DPI, wants_log_scale, whole_epoch_ticks
 from .metrics import VAL_PREFIX, MetricsStore
 
 # Beyond this many points per line, drawing slows the kernel and shows nothing new.
@@ -34,6 +34,27 @@ def _thinned(xs: list[float], ys: list[float]) -> tuple[list[float], list[float]
     return xs[::stride] + xs[-1:], ys[::stride] + ys[-1:]
 
 
+def _draw_lines(axes, names, series, epoch_means: bool) -> list[float]:
+    """The panel's lines: batches thin, epoch ends marked, reports; the values drawn."""
+    batches, epochs, reports = series
+    drawn: list[float] = []
+    for color, name in zip(("C0", "C1", "C2", "C3"), names):
+        if name in batches:
+            xs, ys = _thinned(*batches[name])
+            if epoch_means:
+                xs, ys = _per_epoch(xs, ys)
+            axes.plot(xs, ys, color=color, linewidth=1, alpha=0.6)
+            drawn += ys
+        if name in epochs:
+            axes.plot(*epochs[name], color=color, marker="o", linewidth=1.5, label=name,
+                      linestyle="--" if name.startswith(VAL_PREFIX) else "-")
+            drawn += epochs[name][1]
+        if name in reports:
+            axes.plot(*_thinned(*reports[name]), color=color, linewidth=1.5, label=name)
+            drawn += reports[name][1]
+    return drawn
+
+
 def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height: float = 3.0,
                       dpi: int = SHOWN_DPI * SCALE) -> bytes:
     """One subplot per metric panel (training and val_ together) as PNG bytes.
@@ -59,17 +80,9 @@ def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height:
     epoch_means = store.batch_values_are_epoch_means()
     for index, (panel, names) in enumerate(panels.items()):
         axes = figure.add_subplot(1, len(panels), index + 1)
-        for color, name in zip(("C0", "C1", "C2", "C3"), names):
-            if name in batches:
-                xs, ys = _thinned(*batches[name])
-                if epoch_means:
-                    xs, ys = _per_epoch(xs, ys)
-                axes.plot(xs, ys, color=color, linewidth=1, alpha=0.6)
-            if name in epochs:
-                axes.plot(*epochs[name], color=color, marker="o", linewidth=1.5, label=name,
-                          linestyle="--" if name.startswith(VAL_PREFIX) else "-")
-            if name in reports:
-                axes.plot(*_thinned(*reports[name]), color=color, linewidth=1.5, label=name)
+        drawn = _draw_lines(axes, names, (batches, epochs, reports), epoch_means)
+        if wants_log_scale(drawn):
+            axes.set_yscale("log")
         axes.set_title(panel)
         by_epoch = batches or epochs or any(
             r["epoch"] is not None for rank in store.ranks for r in store.reports(rank))

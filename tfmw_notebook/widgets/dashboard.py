@@ -17,6 +17,7 @@ from .curves import render_curves_png
 from .figures import (
     close_widget_tree,
     import_matplotlib,
+    placeholder,
     sharp_image,
     show_figure,
 )
@@ -69,9 +70,11 @@ class Dashboard:
         self._stale = True              # the image does not show everything in the store yet
         self.redraws = 0
         self.image = sharp_image()
+        self.waiting = placeholder()    # until the first drawing
         self.progress_box = widgets.VBox()
         self.latest_html = widgets.HTML()
-        self.widget = widgets.VBox([self.image, self.progress_box, self.latest_html])
+        self.widget = widgets.VBox([self.image, self.waiting, self.progress_box,
+                                    self.latest_html])
         self.widget.add_class("tfmw-dashboard")
         self.image.add_class("tfmw-curves")
         self._rows: dict[int, _ProgressRow] = {}
@@ -118,7 +121,7 @@ class Dashboard:
         # first point the next drawings do not come twice a second.
         self._drawing_seconds = max(self._drawing_seconds,
                                     DRAW_SHARE * (began - self._started) - self._expected_cost)
-        show_figure(self.image, render_curves_png(self.store))
+        show_figure(self.image, render_curves_png(self.store), self.waiting)
         self._last_redraw = self._clock()
         self._expected_cost = self._last_redraw - began
         self._drawing_seconds += self._expected_cost

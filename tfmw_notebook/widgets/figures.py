@@ -6,6 +6,8 @@ pyplot's global state and backend alone) into PNGs shown in an `ipywidgets.Image
 
 from __future__ import annotations
 
+import html
+
 import ipywidgets as widgets
 
 # Figures are drawn at SCALE times the pixels of the size they are shown at (CSS px, 80
@@ -19,16 +21,32 @@ def shown_width(png: bytes) -> int:
     return int.from_bytes(png[16:20], "big") // SCALE
 
 
+WAITING_TEXT = "waiting for the first batch…"
+
+
 def sharp_image() -> widgets.Image:
-    """An Image widget that shows a figure at its own size (up to the cell's width)."""
+    """An Image widget that shows a figure at its own size (up to the cell's width).
+
+    Hidden until its first figure: an Image with no data is a broken-image icon.
+    """
     return widgets.Image(format="png", value=b"",
                          layout=widgets.Layout(max_width="100%", height="auto",
-                                               align_self="flex-start"))
+                                               align_self="flex-start", display="none"))
 
 
-def show_figure(image: widgets.Image, png: bytes) -> None:
+def placeholder(text: str = WAITING_TEXT) -> widgets.HTML:
+    """What stands where a figure will be, until show_figure draws it."""
+    return widgets.HTML(f"<i style='color: gray'>{html.escape(text)}</i>")
+
+
+def show_figure(image: widgets.Image, png: bytes,
+                waiting: widgets.Widget | None = None) -> None:
+    """Show `png` in `image` (and hide the `waiting` placeholder)."""
     image.value = png
     image.layout.width = f"{shown_width(png)}px"
+    image.layout.display = None
+    if waiting is not None:
+        waiting.layout.display = "none"
 
 
 def close_widget_tree(widget: widgets.Widget) -> None:
@@ -49,6 +67,20 @@ def whole_epoch_ticks(axes) -> None:
     from matplotlib.ticker import MaxNLocator
 
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+# A curve spanning more than this many orders of magnitude is drawn on a log axis: on a
+# linear one, a loss falling from 2 to 1e-12 is flat zero after its first epochs.
+LOG_SCALE_DECADES = 3
+
+
+def wants_log_scale(values) -> bool:
+    """Whether positive `values` span more than LOG_SCALE_DECADES orders of magnitude
+    (NaN ignored; any value <= 0 rules a log axis out)."""
+    finite = [value for value in values if value == value and abs(value) != float("inf")]
+    if not finite or min(finite) <= 0:
+        return False
+    return max(finite) / min(finite) > 10 ** LOG_SCALE_DECADES
 
 
 def import_matplotlib() -> None:

@@ -1,0 +1,104 @@
+"""Why a worker process ended: its signal or exit code, and whether the kernel's
+out-of-memory killer ended it (cgroup counters, else the kernel log).
+
+Every source may be unreadable (another host, no permission, no cgroup memory
+controller): then that part of the cause is left out, never guessed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+
+_KERNEL_LOG_SECONDS = 2.0
+
+
+def exit_cause(code) -> str:
+    """"killed by SIGKILL" for a negative return code, "exit code 3" otherwise."""
+    if code is None or isinstance(code, str):   # ipyparallel says "unknown" at times
+        return ""
+    code = int(code)
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def oom_kill_count(text: str) -> int | None:
+    """The `oom_kill N` line of cgroup v2's memory.events or v1's memory.oom_control."""
+    match = re.search(r"^oom_kill\s+(\d+)\s*$", text, re.MULTILINE)
+    return int(match.group(1)) if match else None
+
+
+def oom_killed_in_log(log: str, pid: int) -> bool:
+    """Whether the kernel log says the OOM killer ended `pid`."""
+    pattern = re.compile(rf"(Killed process {pid}\b|oom-kill:.*\bpid={pid}\b)")
+    return any(pattern.search(line) for line in log.splitlines())
+
+
+def _cgroup_files(proc_cgroup: str) -> list[str]:
+    """Where this process' OOM counter may be: its cgroup's, then the namespace root's."""
+    files = []
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        path = path.strip().lstrip("/")
+        if controllers == "":        # cgroup v2
+            files += [os.path.join("/sys/fs/cgroup", path, "memory.events"),
+                      "/sys/fs/cgroup/memory.events"]
+        elif "memory" in controllers.split(","):
+            files += [os.path.join("/sys/fs/cgroup/memory", path, "memory.oom_control"),
+                      "/sys/fs/cgroup/memory/memory.oom_control"]
+    return files
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def read_oom_count() -> int | None:
+    """OOM kills counted in this process' memory cgroup (and those under it), if readable."""
+    for path in _cgroup_files(_read("/proc/self/cgroup") or ""):
+        count = oom_kill_count(_read(path) or "")
+        if count is not None:
+            return count
+    return None
+
+
+def read_kernel_log() -> str:
+    """The kernel's ring buffer, if this process may read it ("" otherwise)."""
+    try:
+        done = subprocess.run(["dmesg"], capture_output=True, text=True,
+                              timeout=_KERNEL_LOG_SECONDS)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout if done.returncode == 0 else ""
+
+
+class OomWatch:
+    """Counts the OOM kills from when it is made: did one end a given worker?"""
+
+    def __init__(self):
+        self.before = read_oom_count()
+
+    def killed(self, pid: int) -> bool:
+        if oom_killed_in_log(read_kernel_log(), pid):
+            return True
+        after = read_oom_count()
+        return self.before is not None and after is not None and after > self.before
+
+
+def cause(code, oom: bool) -> str:
+    """The words after "died": " (killed by SIGKILL)", " (exit code 3)", " (killed by the
+    out-of-memory killer: SIGKILL)", or "" when nothing is known."""
+    how = exit_cause(code)
+    if oom and (code is None or how == "killed by SIGKILL"):
+        return " (killed by the out-of-memory killer" + (": SIGKILL)" if how else ")")
+    return f" ({how})" if how else ""
