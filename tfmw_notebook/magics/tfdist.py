@@ -1,8 +1,8 @@
 """The `%tfdist` / `%%tfdist` magics: a thin layer over TFCluster.
 
 Parsing only (parsers.py), then one call into the cluster layer, by command group:
-lifecycle.py, cells.py, checkpoint_commands.py, views.py. No TensorFlow here, so
-`%load_ext tfmw_notebook` stays fast.
+lifecycle.py, cells.py, checkpoint_commands.py, views.py, tracking_commands.py. No
+TensorFlow here, so `%load_ext tfmw_notebook` stays fast.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from .checkpoint_commands import CheckpointCommands
 from .lifecycle import LifecycleCommands
 from .parsers import CELL_PARSER, LINE_PARSER, command_list, help_text
 from .session import NotebookSession
+from .tracking_commands import TrackingCommands
 from .views import ViewCommands
 
 __all__ = ["TFDistMagics", "LINE_PARSER", "CELL_PARSER"]
 
 
 @magics_class
-class TFDistMagics(Magics, LifecycleCommands, CellCommand, CheckpointCommands, ViewCommands):
+class TFDistMagics(Magics, LifecycleCommands, CellCommand, CheckpointCommands, ViewCommands,
+                   TrackingCommands):
     """%tfdist / %%tfdist; `session` holds this kernel's cluster, last run and preferences."""
 
     def __init__(self, shell=None, **kwargs):
