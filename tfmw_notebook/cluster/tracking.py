@@ -32,9 +32,9 @@ from ..protocol.checkpoints import CheckpointInfo, list_checkpoints, read_checkp
 BACKENDS = ("mlflow", "off")
 DEFAULT_EXPERIMENT = "tfdist"
 DEFAULT_DB = "mlflow.db"
-# Per request, while we check or log: a server that is down costs seconds, not MLflow's
-# default of 7 retries with backoff (minutes, during which the notebook would wait).
-_CHECK_RETRIES, _LOG_RETRIES, _TIMEOUT_S = 0, 2, 10
+# Per request, while we check or log: a server that is down costs seconds (2 retries after
+# 1 and 2 s), not MLflow's default of 7 retries with backoff (minutes of a waiting notebook).
+_CHECK_RETRIES, _LOG_RETRIES, _TIMEOUT_S, _BACKOFF = 0, 2, 10, 1
 _STATUS = {"completed": "FINISHED", "restored": "FINISHED", "failed": "FAILED",
            "interrupted": "KILLED"}
 _NAME_CHARACTERS = re.compile(r"[^\w./\- ]")   # what MLflow accepts in a param/metric name
@@ -264,6 +264,7 @@ def _first_line(exc: BaseException) -> str:
 def _patient(retries: int) -> Iterator[None]:
     """MLflow's HTTP retries and timeout, while inside (read by MLflow at each request)."""
     wanted = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": str(retries),
+              "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": str(_BACKOFF),
               "MLFLOW_HTTP_REQUEST_TIMEOUT": str(_TIMEOUT_S)}
     saved = {name: os.environ.get(name) for name in wanted}
     os.environ.update(wanted)
