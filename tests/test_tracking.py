@@ -210,6 +210,7 @@ def test_tracking_magic_logs_two_fits_records_to_a_real_mlflow_server(tf_kernel,
         out = tf_kernel.ok("import json as _json\n" + LOG_THEM, timeout=120)
         logged = json.loads(out.stdout.split("LOGGED ", 1)[1])
         check_the_runs(url, logged)
+        check_a_failed_record(url)
         # The server goes away mid-session: the next record costs one warning line.
         stop(server)
         out = tf_kernel.ok("tracking_records = tracking_records[:1]\n" + LOG_THEM,
@@ -244,6 +245,19 @@ def check_the_runs(url: str, logged: list[str]) -> None:
         artifacts = [item.path for item in client.list_artifacts(run.info.run_id)]
         assert "cell.py" in artifacts and "checkpoint" in artifacts
     assert (runs["run-1"].data.metrics["loss"] != runs["run-2"].data.metrics["loss"])
+
+
+def check_a_failed_record(url: str) -> None:
+    """A fit that failed: its run says so (status and error), with the epochs it did."""
+    from tfmw_notebook.cluster import tracking
+
+    run_id = tracking.log_run({"name": "run-3", "outcome": "failed", "epochs": [1],
+                               "history": {"loss": [0.5]}, "error": "ValueError: bad shape",
+                               "cluster": {"workers": 2}}, url, "two-fits")
+    run = mlflow_client(url).get_run(run_id)
+    assert run.info.status == "FAILED" and run.info.run_name == "run-3"
+    assert run.data.tags["tfdist.error"] == "ValueError: bad shape"
+    assert run.data.metrics == {"loss": 0.5}
 
 
 def test_an_unreachable_uri_is_a_one_line_usage_error_and_keeps_the_settings(terminal_shell,
