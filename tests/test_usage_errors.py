@@ -26,7 +26,7 @@ def ip(terminal_shell, monkeypatch):
     ("start --gpus-per-worker x", "expected auto or a whole number >= 0, got 'x'"),
     ("start --gpus-per-worker -1", "expected auto or a whole number >= 0, got '-1'"),
     ("", "needs a command: start, attach, status, history, dashboard, checkpointing, restore, "
-         "checkpoints, tensorboard, diagnose, runs, restart or stop"),
+         "checkpoints, tensorboard, diagnose, runs, tracking, restart or stop"),
     ("runs --delete ../etc", "no run named '../etc' under "),
     ("runs --root /no/such/dir", "--root /no/such/dir: no such directory"),
     ("dashboard maybe", "invalid choice: 'maybe'"),
@@ -36,6 +36,8 @@ def ip(terminal_shell, monkeypatch):
     ("stop", "no cluster is running"),
     ("restart", "no cluster is running"),
     ("attach --url-file a.json --profile p", "either --url-file or --profile"),
+    ("tracking nosuch", "invalid choice: 'nosuch' (choose from 'mlflow', 'off')"),
+    ("tracking off ./mlflow.db", "`%tfdist tracking off` takes no URI (got './mlflow.db')"),
 ])
 def test_line_magic_misuse(ip, line, message):
     with pytest.raises(UsageError) as error:
@@ -81,11 +83,11 @@ def test_load_ext_does_not_import_tensorflow():
     code = ("from IPython.testing.globalipapp import get_ipython\n"
             "import sys, time\nip = get_ipython()\nt = time.perf_counter()\n"
             "ip.run_line_magic('load_ext', 'tfmw_notebook')\n"
-            "print(time.perf_counter() - t, 'tensorflow' in sys.modules)")
+            "print(time.perf_counter() - t, 'tensorflow' in sys.modules, 'mlflow' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
-    seconds, tf_loaded = out.stdout.split()
-    assert tf_loaded == "False"
+    seconds, tf_loaded, mlflow_loaded = out.stdout.split()
+    assert tf_loaded == "False" and mlflow_loaded == "False"
     assert float(seconds) < 1.0
 
 

@@ -7,6 +7,7 @@ import sys
 
 from IPython.core.error import UsageError
 
+from ..cluster import tracking
 from ..cluster.cell_syntax import CellSource, checked_source, magics_called
 from ..cluster.run_capture import CellRuns, FitCapture, cluster_facts
 from ..cluster.run_settings import RunSettings
@@ -93,10 +94,19 @@ class CellCommand(CommandBase):
             raise
         finally:
             try:
-                runs.write(cluster.restarts, result.runs if result is not None else None,
-                           error)
+                written = runs.write(cluster.restarts,
+                                     result.runs if result is not None else None, error)
             except OSError as exc:   # the training's outcome matters more than its record
                 print(f"tfdist: could not write the run record: {exc}", file=sys.stderr)
+                written = []
+            self._track(written)
+
+    def _track(self, run_dirs: list[str]) -> None:
+        """`%tfdist tracking`: each record just written goes to the tracker too."""
+        for run_dir in run_dirs:
+            record = records.read_record(run_dir)
+            if record is not None:
+                tracking.after_record(self.session.tracking, record)
 
     def _cell_options(self, args, name: str | None = None):
         session, preferences = self.session, self.session.preferences

@@ -13,6 +13,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import MagicArgumentParser
 
+from ..cluster import tracking as tracking_settings
 from ..cluster.limits import DEFAULT_TIMEOUT
 from ..cluster.tfcluster import COMMUNICATIONS, DEFAULT_KERAS
 from ..protocol.devices import AUTO
@@ -137,6 +138,7 @@ def _line_parser() -> Parser:
                       help="delete run NAME: its record and its checkpoints")
     runs.add_argument("--root", metavar="DIR", default=None,
                       help="where the runs are (default ./tfdist_checkpoints)")
+    _add_tracking_command(commands)
     commands.add_parser("restart", help="fresh engine processes, same size; variables are reset "
                         "(nothing is replayed)")
     commands.add_parser("stop", help="end every process the cluster started")
@@ -189,6 +191,19 @@ def _add_insight_commands(commands) -> None:
                           help="global batch size for arrays (default: the last fit's, or 32)")
     diagnose.add_argument("--steps", type=count, default=20, metavar="K",
                           help="steps each part is timed over (default 20)")
+
+
+def _add_tracking_command(commands) -> None:
+    tracking = commands.add_parser("tracking", help="log every run record of the following "
+                                   "cells to an experiment tracker (no code in the cells)")
+    tracking.add_argument("backend", nargs="?", choices=tracking_settings.BACKENDS,
+                          default=None, help="mlflow, or off (none: show the current choice)")
+    tracking.add_argument("uri", nargs="?", default=None,
+                          help="the MLflow tracking URI (default: sqlite:///mlflow.db beside "
+                               "the notebook, MLflow's own default)")
+    tracking.add_argument("--experiment", default=tracking_settings.DEFAULT_EXPERIMENT,
+                          metavar="NAME", help="the MLflow experiment (default "
+                          f"{tracking_settings.DEFAULT_EXPERIMENT!r})")
 
 
 def _cell_parser() -> Parser:

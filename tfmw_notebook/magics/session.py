@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..cluster.tracking import TrackingSettings
+
 
 @dataclass
 class Preferences:
@@ -28,6 +30,7 @@ class NotebookSession:
     last_run: str | None = None          # the last cell's checkpoint run directory
     tensorboard: Any = None              # the TensorBoardView `%tfdist tensorboard` showed
     tensorboard_dirs: list[str] = field(default_factory=list)  # --tensorboard directories
+    tracking: TrackingSettings = field(default_factory=TrackingSettings)  # %tfdist tracking
 
     def stop_cluster(self) -> None:
         """Stop the cluster and the TensorBoard server we started for it."""
@@ -44,6 +47,7 @@ class NotebookSession:
         self.history, self.resume_next, self.last_run = None, None, None
         self.tensorboard_dirs = []
         self.preferences = Preferences()
+        self.tracking = TrackingSettings()
 
 
 def current_session() -> NotebookSession | None:

@@ -1,8 +1,8 @@
 """The `%tfdist` / `%%tfdist` magics: a thin layer over TFCluster.
 
 Parsing only (parsers.py), then one call into the cluster layer, by command group:
-lifecycle.py, cells.py, checkpoint_commands.py, views.py, run_commands.py. No TensorFlow here, so
-`%load_ext tfmw_notebook` stays fast.
+lifecycle.py, cells.py, checkpoint_commands.py, views.py, run_commands.py,
+tracking_commands.py. No TensorFlow here, so `%load_ext tfmw_notebook` stays fast.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from .line_split import arguments
 from .parsers import CELL_PARSER, LINE_PARSER, command_list, help_text
 from .run_commands import RunCommands
 from .session import NotebookSession
+from .tracking_commands import TrackingCommands
 from .views import ViewCommands
 
 __all__ = ["TFDistMagics", "LINE_PARSER", "CELL_PARSER"]
@@ -25,7 +26,7 @@ __all__ = ["TFDistMagics", "LINE_PARSER", "CELL_PARSER"]
 
 @magics_class
 class TFDistMagics(Magics, LifecycleCommands, CellCommand, CheckpointCommands, ViewCommands,
-                   RunCommands):
+                   RunCommands, TrackingCommands):
     """%tfdist / %%tfdist; `session` holds this kernel's cluster, last run and preferences."""
 
     def __init__(self, shell=None, **kwargs):

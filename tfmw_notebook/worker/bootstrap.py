@@ -22,6 +22,7 @@ from typing import Any
 from ..protocol.tempdirs import remove_worker_tempdir, use_private_tempdir
 from ..protocol.tfconfig import GRPC_OPTIONS_VARIABLE, grpc_options
 from . import (
+    chief_tracking,
     chief_writes,
     collector,
     controller_watch,
@@ -103,6 +104,7 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
     strategy = _make_strategy(tf, settings.get("communication", "auto"))
     keras_flavour.prepare(keras)
     chief_writes.install(is_chief=settings["rank"] == 0)
+    chief_tracking.install(is_chief=settings["rank"] == 0)
     _stop_on_sigterm()
     # The controller as this engine dials it (the notebook may see it at 127.0.0.1).
     controller_watch.install(*(handshake.own_controller_address() or settings.get("controller")

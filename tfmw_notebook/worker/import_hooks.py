@@ -28,7 +28,12 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         if action is None:
             return None
         spec = importlib.util.find_spec(fullname)    # the other finders (this one is done)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        if spec is None:
+            # Not installed yet: the action waits for an import that finds it (a cell may
+            # `pip install` the module and import it again).
+            self.actions[fullname] = action
+            return None
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         run_module = spec.loader.exec_module
 
