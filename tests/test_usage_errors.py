@@ -77,18 +77,20 @@ def test_help_is_generated_from_the_parsers(ip):
 
 
 def test_load_ext_does_not_import_tensorflow():
+    # %load_ext stays fast by importing none of the heavy libraries (the workers import
+    # TensorFlow; the notebook imports the others when a command needs them). Checked by
+    # what is imported, not by a clock: timings belong to the benchmarks.
     import subprocess
     import sys
 
+    heavy = ("tensorflow", "keras", "tf_keras", "mlflow", "pandas", "matplotlib", "numpy")
     code = ("from IPython.testing.globalipapp import get_ipython\n"
-            "import sys, time\nip = get_ipython()\nt = time.perf_counter()\n"
+            "import sys\nip = get_ipython()\n"
             "ip.run_line_magic('load_ext', 'tfmw_notebook')\n"
-            "print(time.perf_counter() - t, 'tensorflow' in sys.modules, 'mlflow' in sys.modules)")
+            f"print(' '.join(name for name in {heavy!r} if name in sys.modules) or '-')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
-    seconds, tf_loaded, mlflow_loaded = out.stdout.split()
-    assert tf_loaded == "False" and mlflow_loaded == "False"
-    assert float(seconds) < 1.0
+    assert out.stdout.split() == ["-"], f"%load_ext imported {out.stdout.strip()}"
 
 
 # -- misuse while a real cluster runs (shared kernel) ------------------------------
