@@ -85,9 +85,10 @@ def test_load_ext_does_not_import_tensorflow():
 
     heavy = ("tensorflow", "keras", "tf_keras", "mlflow", "pandas", "matplotlib", "numpy")
     code = ("from IPython.testing.globalipapp import get_ipython\n"
-            "import sys\nip = get_ipython()\n"
+            "import sys\nip = get_ipython()\nbefore = set(sys.modules)\n"
             "ip.run_line_magic('load_ext', 'tfmw_notebook')\n"
-            f"print(' '.join(name for name in {heavy!r} if name in sys.modules) or '-')")
+            "new = {name.split('.')[0] for name in set(sys.modules) - before}\n"
+            f"print(' '.join(name for name in {heavy!r} if name in new) or '-')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
     assert out.stdout.split() == ["-"], f"%load_ext imported {out.stdout.strip()}"
