@@ -11,6 +11,7 @@ import glob
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 from tfmw_notebook.protocol.startup_log import has_nvidia_gpu
@@ -62,15 +63,46 @@ def test_the_filter_keeps_what_the_log_level_asks_for():
     assert text.splitlines() == [INFO, WARNING, REAL_ERROR, "after the filter"]
 
 
-def test_workers_start_without_tensorflow_start_up_noise(tf_kernel):
-    out = tf_kernel.ok("%%tfdist\nprint(len(tf.config.list_physical_devices()))")
+def test_workers_start_without_tensorflow_start_up_noise_and_show_real_errors(tf_kernel):
+    marked = f"{REAL_ERROR} ({uuid.uuid4().hex})"
+    out = tf_kernel.ok("%%tfdist\nimport os, time\n"
+                       f"os.write(2, {(marked + chr(10)).encode()!r})\n"
+                       "print(len(tf.config.list_physical_devices()))\n"
+                       "time.sleep(0.5)  # descriptor 2 is passed on by turns")
     assert out.stdout.strip() and not noise_in(out.stdout + out.stderr)
     logs = glob.glob(os.path.join(os.environ["IPYTHONDIR"], "profile_*", "log", "ipengine-*.log"))
     assert logs, "no engine log to read"
+    shown = 0
     for log in logs:
         with open(log, errors="replace") as text:
-            assert not noise_in(text.read()), log
+            content = text.read()
+        assert not noise_in(content), log
+        shown += marked in content
+    # A worker's error on descriptor 2 after its start still reaches its log. (Under pytest,
+    # ipykernel captures no descriptor 2 into cells; the next test checks that the filter
+    # leaves such a capture in place.)
+    assert shown == 2
 
+
+@pytest.mark.unit
+def test_a_capture_set_up_meanwhile_keeps_descriptor_2_and_its_copy_leads_out():
+    """As an engine's ipykernel does while the filter is on: it copies descriptor 2 (to echo
+    what it captures) and puts its own capture pipe there."""
+    program = (
+        "import os\nfrom tfmw_notebook.protocol import startup_log\n"
+        "startup_log.begin()\n"
+        "echo = os.dup(2)\n"
+        "read, write = os.pipe()\n"
+        "os.dup2(write, 2)\n"
+        "startup_log.end()\n"
+        "os.write(2, b'captured\\n')\n"
+        "os.write(echo, b'echoed\\n')\n"
+        "print(os.read(read, 100).decode().strip())\n")
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=30, env={**os.environ, "PYTHONPATH": ROOT})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "captured"
+    assert done.stderr == "echoed\n"
 
 
 def test_importing_tensorflow_through_the_filter_shows_no_noise_but_real_errors():

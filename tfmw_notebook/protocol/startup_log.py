@@ -17,6 +17,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 
 BANNER = "WARNING: All log messages before absl::InitializeLog() is called"
@@ -59,6 +60,7 @@ class _Filter:
 
     def __init__(self) -> None:
         read, write = os.pipe()
+        self._pipe = _identity(write)
         self._saved = os.dup(2)
         try:
             self._process = subprocess.Popen(
@@ -76,13 +78,40 @@ class _Filter:
         os.close(write)
 
     def stop(self) -> None:
+        """Every descriptor that leads into the filter leads where descriptor 2 did.
+
+        Not only descriptor 2: an engine's ipykernel, set up meanwhile, copied it (to echo
+        what it captures) and put its own capture pipe there, which must stay.
+        """
         sys.stderr.flush()
-        os.dup2(self._saved, 2)   # the filter reads to its end, then exits
+        for fd in _descriptors():
+            if fd != self._saved and _identity(fd) == self._pipe:
+                os.dup2(self._saved, fd)
         os.close(self._saved)
-        # A child started meanwhile may hold the pipe open: the filter then keeps passing
-        # its output on; nothing waits for it longer than this.
+        # The filter passes on what is left, then ends; a child started meanwhile may still
+        # hold the pipe (and the filter pass its output on): no longer wait than this.
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(timeout=2)
+        if self._process.poll() is None:   # reaped whenever it ends
+            threading.Thread(target=self._process.wait, daemon=True).start()
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        stat = os.fstat(fd)
+    except OSError:
+        return None
+    return stat.st_dev, stat.st_ino
+
+
+def _descriptors() -> list[int]:
+    """This process's open file descriptors."""
+    for directory in ("/proc/self/fd", "/dev/fd"):
+        try:
+            return sorted(int(name) for name in os.listdir(directory))
+        except (OSError, ValueError):
+            continue
+    return [2]
 
 
 _active: list[_Filter] = []
@@ -99,7 +128,8 @@ def begin() -> None:
 
 
 def end() -> None:
-    """Descriptor 2 as it was before `begin()`."""
+    """Descriptor 2 (and its copies) as it was before `begin()`, once the filter has passed
+    on what was written to it."""
     while _active:
         _active.pop().stop()
 
