@@ -20,7 +20,7 @@ def metrics_of(result: RunResult) -> MetricsStore | None:
 class RunHistory:
     """TFCluster's memory of the last run that trained (set after each successful run)."""
 
-    _history: MetricsStore | None = None
+    _history: MetricsStore | None = None   # set by TFCluster.run
 
     def history(self) -> MetricsStore:
         """The metrics of the last run that trained, as `%tfdist history` shows them

@@ -90,7 +90,6 @@ class TFCluster(RunHistory, WorkerAccess):
         self.silence = SILENCE_SECONDS  # a running worker not heard from this long is lost
         self.last_restore: RestoreReport | None = None
         self._running: str | None = None
-        self._history = None   # the last run's training metrics (run_history.py)
 
     @property
     def restore_state(self) -> bool:
@@ -185,18 +184,12 @@ class TFCluster(RunHistory, WorkerAccess):
 
     def run(self, source: str | CellSource | Callable, *args,
             settings: RunSettings | None = None, **kwargs) -> Any:
-        """Run a cell's code (returns a RunResult), or `fn(*args, **kwargs)` (returns the
-        chief's value: function_calls.py), on every worker inside the strategy's scope, as
-        `settings` say (for code also the second argument, or its fields as keywords).
-        Raises WorkerFailed if a worker raises or dies, on timeout or interrupt, after
-        keeping or restarting the workers and giving back their state (recovery.py).
-        """
+        """Run a cell's code (returns a RunResult) or `fn(*args, **kwargs)` (returns the chief's
+        value: function_calls.py) on every worker inside the strategy's scope, as `settings`
+        say; WorkerFailed after keeping or restarting the workers (recovery.py)."""
         if callable(source):
             return run_function(self, source, args, kwargs, _settings(settings, {}))
-        if len(args) > 1 or (args and settings is not None):
-            raise BadArgument("cluster.run(source, settings): give `settings` once; "
-                              "arguments are for a function: cluster.run(fn, *args, **kwargs)")
-        settings = _settings(args[0] if args else settings, kwargs)
+        settings = _settings(_code_settings(args, settings), kwargs)
         self._require_workers()
         return self._run_cell(checked_source(source), settings)
 
@@ -307,6 +300,14 @@ class TFCluster(RunHistory, WorkerAccess):
         return (f"{self.size} workers ready ({addresses}{private}), TensorFlow "
                 f"{self.tf_version}, {self.keras_version}, in {self.started_seconds:.1f} s; "
                 f"{devices_line([w.devices for w in self.workers], self.communication)}")
+
+
+def _code_settings(args: tuple, settings: RunSettings | None) -> RunSettings | None:
+    """`cluster.run(source, settings)` or `cluster.run(source, settings=...)`."""
+    if len(args) > 1 or (args and settings is not None):
+        raise BadArgument("cluster.run(source, settings): give `settings` once; "
+                          "arguments are for a function: cluster.run(fn, *args, **kwargs)")
+    return args[0] if args else settings
 
 
 def _settings(settings: RunSettings | None, fields: dict) -> RunSettings:
