@@ -13,7 +13,8 @@ from ..protocol.run_options import CellOptions, StallLimits
 
 @dataclass(frozen=True)
 class RunSettings:
-    """`options`: what the cell's Keras calls get (sent to the workers);
+    """`options`: what the cell's Keras calls get (sent to the workers; by default
+    their training events are reported: `cluster.history()`);
     `timeout`: stop every worker when the cell runs longer; `all_output`: every
     worker's stdout, not only the chief's; `want_display`: the chief's last
     expression value; `max_restarts`: retries after a dead worker or a retryable
@@ -25,7 +26,8 @@ class RunSettings:
     `on_data(rank, data)`: each rank's published data as it arrives;
     `on_stall(rank, seconds, where)`: a worker stuck in its own code."""
 
-    options: CellOptions = field(default_factory=CellOptions)
+    # From a script the training metrics are wanted too (cluster.history()): reporting on.
+    options: CellOptions = field(default_factory=lambda: CellOptions(report=True))
     timeout: float | None = None
     all_output: bool = False
     want_display: bool = True

@@ -10,20 +10,24 @@ collectives forever.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import BadArgument, WorkerFailed
 from ..protocol.checkpoints import DEFAULT_ROOT
 from ..protocol.devices import AUTO, GpusPerWorker, check_gpus_per_worker, devices_line
-from ..protocol.run_options import FitState
+from ..protocol.run_options import CellOptions, FitState
 from ..protocol.tempdirs import remove_worker_tempdir
 from ..protocol.tfconfig import KERAS_VERSIONS, EngineReport, launch_environment
 from .cell_syntax import CellSource, checked_source
 from .cell_watch import CellWatch, RunResult
 from .diagnosis import Diagnosis, WorkerTimings
 from .engines import EngineGroup, is_this_host, pid_alive
+from .function_calls import run_function
 from .limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
 from .private_network import network_for_workers
 from .recovery import Recovery, notice
+from .run_history import RunHistory, metrics_of
 from .run_settings import RunSettings
 from .runs import Runs, list_runs
 from .state_log import KeptState, RestoreReport, merge_fit_records
@@ -56,7 +60,7 @@ class RemoteValue:
         return self._data.get("text/plain", "")
 
 
-class TFCluster(WorkerAccess, Sweeps):
+class TFCluster(RunHistory, WorkerAccess, Sweeps):
     """A group of TensorFlow workers, one per ipyparallel engine.
 
     >>> with TFCluster.start(2) as cluster:
@@ -181,22 +185,18 @@ class TFCluster(WorkerAccess, Sweeps):
     def size(self) -> int:
         return len(self.workers)
 
-    def run(self, source: str | CellSource, settings: RunSettings | None = None,
-            **fields) -> RunResult:
-        """Run `source` on every worker inside the shared strategy's scope.
-
-        How is said by `settings`, or by its fields as keywords (run_settings.py:
-        `options` say what the cell's Keras calls get; with `options.report` their
-        events arrive in `on_data(rank, data)` as it runs). Raises WorkerFailed if any
-        worker raises or dies, on timeout or on KeyboardInterrupt, after keeping the
-        workers or restarting them and (with `restore`, default `self.restore_state`)
-        giving back their state (recovery.py). With `max_restarts`, a dead worker or a
-        retryable error restarts and restores the group and runs the cell again. With
-        `record=False` the cell is not replayed after a restart.
-        """
-        settings = _settings(settings, fields)
+    def run(self, source: str | CellSource | Callable, *args,
+            settings: RunSettings | None = None, **kwargs) -> Any:
+        """Run a cell's code (returns a RunResult) or `fn(*args, **kwargs)` (returns the chief's
+        value: function_calls.py) on every worker inside the strategy's scope, as `settings`
+        say; WorkerFailed after keeping or restarting the workers (recovery.py)."""
+        if callable(source):
+            return run_function(self, source, args, kwargs, _settings(settings, {}))
+        settings = _settings(_code_settings(args, settings), kwargs)
         self._require_workers()
-        cell = checked_source(source)
+        return self._run_cell(checked_source(source), settings)
+
+    def _run_cell(self, cell: CellSource, settings: RunSettings) -> RunResult:
         restore = self.restore_state if settings.restore is None else settings.restore
         restarts = 0
         while True:
@@ -215,6 +215,7 @@ class TFCluster(WorkerAccess, Sweeps):
                 continue
             if settings.record:
                 self.state_log.add_cell(cell.text, merge_fit_records(result.fits))
+            self._history = metrics_of(result) or self._history
             return result
 
     def run_once(self, source: str, settings: RunSettings, state: FitState) -> RunResult:
@@ -237,7 +238,7 @@ class TFCluster(WorkerAccess, Sweeps):
         if problem:
             raise BadArgument(problem)
         self.run(diagnose_cell(model, data, batch_size, steps), want_display=False,
-                 record=False)
+                 record=False, options=CellOptions())
         rows = self.calls.diagnose_results([w.engine_id for w in self.workers])
         return Diagnosis(tuple(WorkerTimings.from_worker(rank, row)
                                for rank, row in enumerate(rows)))
@@ -307,6 +308,13 @@ class TFCluster(WorkerAccess, Sweeps):
                 f"{self.tf_version}, {self.keras_version}, in {self.started_seconds:.1f} s; "
                 f"{devices_line([w.devices for w in self.workers], self.communication)}")
 
+
+def _code_settings(args: tuple, settings: RunSettings | None) -> RunSettings | None:
+    """`cluster.run(source, settings)` or `cluster.run(source, settings=...)`."""
+    if len(args) > 1 or (args and settings is not None):
+        raise BadArgument("cluster.run(source, settings): give `settings` once; "
+                          "arguments are for a function: cluster.run(fn, *args, **kwargs)")
+    return args[0] if args else settings
 
 
 def _settings(settings: RunSettings | None, fields: dict) -> RunSettings:

@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from ..protocol import checkpoints
+from ..protocol import checkpoints, startup_log
 
 
 def load_into_notebook(path: str):
@@ -25,13 +25,15 @@ def load_into_notebook(path: str):
         raise ValueError(f"{os.path.basename(path)} holds weights only (the model has no JSON "
                          "form, e.g. a subclassed model): build the model here and restore with "
                          "tf.train.Checkpoint(model=model).read(...)")
-    from_json = _model_from_json(meta.get("keras", 2))
-    import tensorflow as tf
+    # TF's C++ start-up lines (protocol/startup_log.py) end once it has its devices.
+    with startup_log.quiet_startup():
+        from_json = _model_from_json(meta.get("keras", 2))
+        import tensorflow as tf
 
-    with open(spec) as source:
-        model = from_json(source.read())
-    weights = os.path.join(path, checkpoints.WEIGHTS)
-    tf.train.Checkpoint(**checkpoints.trackables(model)).read(weights).expect_partial()
+        with open(spec) as source:
+            model = from_json(source.read())
+        weights = os.path.join(path, checkpoints.WEIGHTS)
+        tf.train.Checkpoint(**checkpoints.trackables(model)).read(weights).expect_partial()
     model._tfmw_checkpoint = meta
     return model
 

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol import startup_log
 from ..protocol.tempdirs import remove_worker_tempdir, use_private_tempdir
 from ..protocol.tfconfig import GRPC_OPTIONS_VARIABLE, grpc_options
 from . import (
@@ -94,14 +95,16 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
     keras = settings.get("keras", 2)
     check_packages(keras)
 
-    import tensorflow as tf
+    # The strategy sets up the devices: TF's C++ start-up lines end there.
+    with startup_log.quiet_startup():
+        import tensorflow as tf
 
-    _check_gpus(devices_before, settings["env"].get("CUDA_VISIBLE_DEVICES"))
-    # MWMS logs every all-reduce it builds at INFO; N workers would repeat it.
-    tf.get_logger().setLevel("WARNING")
-    # TF's thread pools stay at their defaults: dividing the cores among co-located
-    # workers was measured no faster and less steady (benchmarks/, --threads-experiment).
-    strategy = _make_strategy(tf, settings.get("communication", "auto"))
+        _check_gpus(devices_before, settings["env"].get("CUDA_VISIBLE_DEVICES"))
+        # MWMS logs every all-reduce it builds at INFO; N workers would repeat it.
+        tf.get_logger().setLevel("WARNING")
+        # TF's thread pools stay at their defaults: dividing the cores among co-located
+        # workers was measured no faster and less steady (benchmarks/, --threads-experiment).
+        strategy = _make_strategy(tf, settings.get("communication", "auto"))
     keras_flavour.prepare(keras)
     chief_writes.install(is_chief=settings["rank"] == 0)
     chief_tracking.install(is_chief=settings["rank"] == 0)

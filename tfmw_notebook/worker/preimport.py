@@ -9,11 +9,14 @@ them when the strategy is created. The import loads no CUDA driver; libcuda is
 opened, and reads CUDA_VISIBLE_DEVICES, when TF first lists its devices
 (measured with TF 2.21 and Keras 3: LD_DEBUG=libs shows no libcuda until then).
 The bootstrap's own `import tensorflow` waits for this import to finish and
-reports any error it raised.
+reports any error it raised. TensorFlow's C++ start-up logging goes through a filter
+from here until the bootstrap has made the strategy (protocol/startup_log.py).
 """
 
 import contextlib
 import threading
+
+from ..protocol import startup_log
 
 
 def _import_tensorflow() -> None:
@@ -22,4 +25,5 @@ def _import_tensorflow() -> None:
         import tensorflow  # noqa: F401
 
 
+startup_log.begin()
 threading.Thread(target=_import_tensorflow, name="tfmw-preimport", daemon=True).start()
