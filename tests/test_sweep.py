@@ -125,6 +125,9 @@ def test_a_seeded_random_sweep_repeats_and_median_pruning_stops_a_diverging_tria
         "verbose=0)\nseen.append(len(history.history['loss']))\n")
     records = result["records"]
     assert [r["outcome"] for r in records] == ["completed", "completed", "pruned"], records
+    # the pruned trial's run record says so too (and so would its MLflow run)
+    assert [r["outcome"] for r in _json(tf_kernel, RUNS)[-3:]] == [
+        "completed", "completed", "pruned"]
     assert records[2]["pruned_at"] == 1 and len(records[2]["history"]) == 1, records
     # every worker stopped its fit after the first epoch
     assert _json(tf_kernel, PULL_SEEN)["seen"] == [[3, 3, 1], [3, 3, 1]]

@@ -53,6 +53,14 @@ def test_metrics_are_per_epoch_with_the_epoch_as_step_nan_kept():
     assert by_name["samples_per_second"] == [(3, 120.0)]
 
 
+def test_a_nan_kept_as_text_in_the_record_is_a_nan_metric():
+    # run.json holds a diverged loss as "nan" (JSON has no NaN): MLflow still gets the epoch
+    metrics = tracking.run_metrics({"history": {"loss": [0.5, "nan", "inf"]}}, 0)
+    values = [value for _, value, _, _ in metrics]
+    assert [step for _, _, _, step in metrics] == [0, 1, 2]
+    assert values[0] == 0.5 and values[1] != values[1] and values[2] == float("inf")
+
+
 def test_metrics_without_epochs_count_from_zero_and_skip_what_is_not_a_number():
     record = {"history": {"acc": [0.5, None, "x", True, 0.9]}}
     assert tracking.run_metrics(record, 0) == [("acc", 0.5, 0, 0), ("acc", 0.9, 0, 4)]

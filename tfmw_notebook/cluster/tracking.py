@@ -35,8 +35,9 @@ DEFAULT_DB = "mlflow.db"
 # Per request, while we check or log: a server that is down costs seconds (2 retries after
 # 1 and 2 s), not MLflow's default of 7 retries with backoff (minutes of a waiting notebook).
 _CHECK_RETRIES, _LOG_RETRIES, _TIMEOUT_S, _BACKOFF = 0, 2, 10, 1
-_STATUS = {"completed": "FINISHED", "restored": "FINISHED", "failed": "FAILED",
-           "interrupted": "KILLED"}
+_STATUS = {"completed": "FINISHED", "restored": "FINISHED", "pruned": "FINISHED",
+           "failed": "FAILED", "interrupted": "KILLED"}
+_NOT_FINITE = ("nan", "inf", "-inf")
 _NAME_CHARACTERS = re.compile(r"[^\w./\- ]")   # what MLflow accepts in a param/metric name
 _TAG_LIMIT = 5000
 _PARAM_LIMIT = 6000                             # MLflow 2 and 3
@@ -236,6 +237,8 @@ def _valid_name(name: str) -> str:
 
 
 def _number(value: Any) -> float | None:
+    if isinstance(value, str) and value.lower() in _NOT_FINITE:
+        return float(value)   # records keep a NaN or infinite value as text (JSON has none)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value)

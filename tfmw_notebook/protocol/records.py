@@ -28,7 +28,8 @@ from . import checkpoints
 from .checkpoints import RUN_FILE, TEMP_PREFIX
 
 COMPLETED, FAILED, INTERRUPTED, RESTORED = "completed", "failed", "interrupted", "restored"
-OUTCOMES = (COMPLETED, FAILED, INTERRUPTED, RESTORED)
+PRUNED = "pruned"   # a sweep's trial its --prune rule stopped (the fit returned early)
+OUTCOMES = (COMPLETED, FAILED, INTERRUPTED, RESTORED, PRUNED)
 RUN_PREFIX = "run-"
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 # run-N, a second fit's run-N.2, a sweep's trials run-N-trial-K (and their run-N-trial-K.2)
@@ -193,9 +194,10 @@ def fit_outcome(fit: dict[str, Any], cell_outcome: str, raised: bool) -> str:
 
     A fit the chief finished and no rank raised in is complete, even if the cell failed
     later; in a cell that ended well every fit shares its outcome (restored when the
-    cell needed restarts or resumed from a checkpoint)."""
+    cell needed restarts or resumed from a checkpoint), or pruned when a sweep's rule
+    stopped it."""
     if cell_outcome in (COMPLETED, RESTORED):
-        return cell_outcome
+        return PRUNED if fit.get("pruned_at") is not None else cell_outcome
     if cell_outcome == INTERRUPTED:
         return COMPLETED if fit.get("finished") and not raised else INTERRUPTED
     return COMPLETED if fit.get("finished") and not raised else FAILED

@@ -13,7 +13,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from . import run_facts
+from . import run_facts, trial_report
 
 
 class RunRecorder(tf.keras.callbacks.Callback):
@@ -43,6 +43,9 @@ class RunRecorder(tf.keras.callbacks.Callback):
 
     def on_train_end(self, logs=None):
         self._measure()
+        pruned_at = trial_report.report()["pruned_at"]
+        if pruned_at is not None:   # a sweep's --prune stopped this fit
+            self.record["pruned_at"] = pruned_at
         self.publish(self.record)
 
     def _measure(self) -> None:
