@@ -43,6 +43,17 @@ def terminal_shell():
     return shell
 
 
+@pytest.fixture
+def ip(terminal_shell, monkeypatch):
+    """The terminal shell with a fresh session: no cluster and no recorded training,
+    whatever ran before."""
+    from tfmw_notebook.magics.session import NotebookSession
+
+    magics = terminal_shell.magics_manager.registry["TFDistMagics"]
+    monkeypatch.setattr(magics, "session", NotebookSession())
+    return terminal_shell
+
+
 def pytest_collection_modifyitems(config, items):
     """Every test is `unit` (pure, seconds, no engines: its module says so) or `cluster`
     (real engines and TensorFlow): `-m unit` runs the fast part alone."""

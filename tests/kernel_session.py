@@ -136,3 +136,16 @@ def kernel_with_cluster(cwd: str, workers: int = 2, flags: str = ""):
         session.execute("%tfdist stop", timeout=60)
     finally:
         session.shutdown()
+
+
+def per_worker(kernel, name):
+    """`name` from each rank, read through the Python API inside the kernel."""
+    import json
+
+    out = kernel.ok(
+        "import json as _json\n"
+        "from tfmw_notebook.magics.session import active_cluster as _active\n"
+        f"print(_json.dumps([_active().pull([{name!r}], rank=r)[{name!r}] "
+        "for r in range(_active().size)]))"
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])

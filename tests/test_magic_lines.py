@@ -4,16 +4,9 @@ import pytest
 from IPython.core.error import UsageError
 from tfmw_notebook.magics.line_split import arguments, without_comment
 from tfmw_notebook.magics.parsers import CELL_PARSER, LINE_PARSER, help_text
-from tfmw_notebook.magics.session import NotebookSession
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
-
-@pytest.fixture
-def ip(terminal_shell, monkeypatch):
-    magics = terminal_shell.magics_manager.registry["TFDistMagics"]
-    monkeypatch.setattr(magics, "session", NotebookSession())
-    return terminal_shell
 
 
 @pytest.mark.parametrize("line, kept", [

@@ -8,7 +8,6 @@ from IPython.core.error import UsageError
 from tfmw_notebook.cluster import median_rule, sweep_space
 from tfmw_notebook.cluster.sweep import SweepPlan, SweepRunner
 from tfmw_notebook.errors import Failure, WorkerFailed
-from tfmw_notebook.magics.session import NotebookSession
 from tfmw_notebook.protocol.run_options import CellOptions, TrialMonitor
 from tfmw_notebook.widgets.sweep_table import table_html, trial_line
 
@@ -230,12 +229,6 @@ def test_the_table_shows_values_metrics_and_outcomes():
     failed = dict(rows[1], outcome="failed", error="worker 1 failed: ValueError: bad")
     assert "failed on worker 1: ValueError: bad" in table_html([failed], metric="loss")
 
-
-@pytest.fixture
-def ip(terminal_shell, monkeypatch):
-    magics = terminal_shell.magics_manager.registry["TFDistMagics"]
-    monkeypatch.setattr(magics, "session", NotebookSession())
-    return terminal_shell
 
 
 @pytest.mark.parametrize("line, message", [

@@ -6,7 +6,6 @@ every worker but the chief.
 Shares the session's kernel and cluster (tf_kernel).
 """
 
-import json
 import os
 import signal
 import socket
@@ -16,6 +15,8 @@ import time
 import urllib.request
 
 import pytest
+
+from kernel_session import per_worker
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -48,16 +49,6 @@ model.fit(tracking_data, epochs=2, verbose=0)
 tracking_uri_here = mlflow.get_tracking_uri()
 '''
 
-
-def per_worker(kernel, name):
-    """`name` from each rank, read through the Python API inside the kernel."""
-    out = kernel.ok(
-        "import json as _json\n"
-        "from tfmw_notebook.magics.session import active_cluster as _active\n"
-        f"print(_json.dumps([_active().pull([{name!r}], rank=r)[{name!r}] "
-        "for r in range(_active().size)]))"
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

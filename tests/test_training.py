@@ -1,23 +1,13 @@
 """The seed tutorials' code through the real magics, on a real 2-worker cluster."""
 
-import json
 
 import pytest
 
+from kernel_session import per_worker
 from seed_code import CUSTOM_LOOP, MAIN, MNIST_SETUP
 
 pytestmark = pytest.mark.timeout(300)
 
-
-def per_worker(kernel, name):
-    """`name` from each rank, read through the Python API inside the kernel."""
-    out = kernel.ok(
-        "import json as _json\n"
-        "from tfmw_notebook.magics.session import active_cluster as _active\n"
-        f"print(_json.dumps([_active().pull([{name!r}], rank=r)[{name!r}] "
-        "for r in range(_active().size)]))"
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def test_trivial_cell_and_last_value(tf_kernel):

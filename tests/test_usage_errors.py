@@ -3,17 +3,9 @@ and nothing lost (the cluster and the notebook's variables survive)."""
 
 import pytest
 from IPython.core.error import UsageError
-from tfmw_notebook.magics.session import NotebookSession
 
 pytestmark = pytest.mark.timeout(120)
 
-
-@pytest.fixture
-def ip(terminal_shell, monkeypatch):
-    # A fresh session: no cluster and no recorded training, whatever ran before.
-    magics = terminal_shell.magics_manager.registry["TFDistMagics"]
-    monkeypatch.setattr(magics, "session", NotebookSession())
-    return terminal_shell
 
 
 @pytest.mark.parametrize("line, message", [
