@@ -61,6 +61,8 @@ class MagicShell:
         self.shell = InteractiveShell.instance()
         self.shell.run_line_magic("load_ext", "tfmw_notebook")
         self.cluster = None
+        self.value = None   # the last cell's value (a sweep's SweepResult)
+        self.printed = ""
 
     def start(self) -> float:
         """`%tfdist start` (CPU only, as the floor); returns its seconds."""
@@ -80,12 +82,15 @@ class MagicShell:
             return self.shell.run_line_magic("tfdist", text)
 
     def cell(self, flags: str, source: str) -> float:
-        """`%%tfdist FLAGS` with `source`; its wall time as the notebook sees it. Its
-        printed output (a sweep's text table) is swallowed; an error propagates."""
+        """`%%tfdist FLAGS` with `source`; its wall time as the notebook sees it. What
+        it prints (a sweep's text table) is kept in `self.printed`; an error propagates."""
         out = io.StringIO()
         began = time.perf_counter()
-        with contextlib.redirect_stdout(out):
-            self.shell.run_cell_magic("tfdist", flags, source)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+                self.value = self.shell.run_cell_magic("tfdist", flags, source)
+        finally:
+            self.printed = out.getvalue()
         return time.perf_counter() - began
 
     def stop(self) -> None:
