@@ -19,7 +19,7 @@ GOALS = {"record_cell": ("<=", 1.01, "<= 1.01x"), "record_loop": ("<=", 1.01, "<
 FLAGS = f"--no-dashboard --no-checkpoint --timeout {CELL_TIMEOUT:g}"
 SIDES = ("without", "with")
 
-_writes: list[float] = []   # seconds of each CellRuns.write, in this process
+_writes: list[tuple[float, int]] = []   # each CellRuns.write here: (seconds, records)
 
 
 def clock_record_writes() -> None:
@@ -30,10 +30,9 @@ def clock_record_writes() -> None:
 
     def write(self, *args, **kwargs):
         began = time.perf_counter()
-        try:
-            return real(self, *args, **kwargs)
-        finally:
-            _writes.append(time.perf_counter() - began)
+        written = real(self, *args, **kwargs)
+        _writes.append((time.perf_counter() - began, len(written)))
+        return written
 
     run_capture.CellRuns.write = write   # type: ignore[method-assign]
 
@@ -58,15 +57,15 @@ def _one_cell(magic: MagicShell, job: str, side: str, out: dict) -> None:
     out[side].append(seconds)
     out[f"{side}_loops"].append(chief["bench_loop_seconds"])
     out[f"{side}_fits"].append(chief["bench_fit_seconds"])
+    calls, writes = chief["_bench"]["callback_seconds"], _writes[written:]
+    records = sum(count for _, count in writes)
+    if {bool(calls), records > 0} != {side == "with"}:   # the switch did what it says
+        raise RuntimeError(f"the side {side} recording ran {len(calls)} RunRecorder calls "
+                           f"and wrote {records} records")
     if side == "with":
-        calls = chief["_bench"]["callback_seconds"]
         out["callback"].append(sum(s for _, s in calls))
         out["epoch_end"] += [s for name, s in calls if name == "on_epoch_end"]
-        out["write"] += _writes[written:]
-        if not calls or len(_writes) == written:
-            raise RuntimeError("the recording side recorded nothing: the switch is broken")
-    elif chief["_bench"]["callback_seconds"]:
-        raise RuntimeError("the side without recording ran the RunRecorder")
+        out["write"] += [took for took, _ in writes]
 
 
 def record_round(magic: MagicShell, job: str, pairs: int, *, with_first: bool) -> dict:
