@@ -228,7 +228,9 @@ SAMPLES = {
 }
 FAST_MODE = 0.10       # the percentile each side of a ratio is summarized by
 # ... except where the samples have one mode: the training loops have no stall in them
-PERCENTILE = {"dashboard": 0.50, "loop_warm": 0.50}
+PERCENTILE = {"dashboard": 0.50, "loop_warm": 0.50,
+              # experiments_*.py: the chief's training loops, and one sweep a side a round
+              "record_loop": 0.50, "sweep_floor": 0.50}
 CONFIDENCE = 0.90
 RESAMPLES = 4000
 
