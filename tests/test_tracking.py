@@ -63,8 +63,19 @@ def mlflow_server(tmp_path_factory):
         stop(server)
 
 
+@pytest.fixture
+def autolog_kernel(tmp_path):
+    """A kernel and cluster of its own: autolog stays on in the workers it ran in (MLflow
+    keeps it for every later fit), which the session's shared workers must not get."""
+    from kernel_session import kernel_with_cluster
+
+    with kernel_with_cluster(str(tmp_path)) as session:
+        yield session
+
+
 def test_autolog_on_two_workers_gives_one_run_holding_the_epochs_and_no_stall(
-        tf_kernel, tmp_path, mlflow_server):    # the server starts meanwhile, for a later test
+        autolog_kernel, tmp_path, mlflow_server):  # the server starts meanwhile, for a later test
+    tf_kernel = autolog_kernel
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     started = time.monotonic()
     # Before the fix both workers logged: two runs, or a stalled collective (the job hung

@@ -26,8 +26,6 @@ import tempfile
 import time
 from typing import IO
 
-from ..errors import for_caller
-
 _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "network_keeper.py")
 _OPEN_SECONDS = 10.0
 _SOCKET_DIR_PREFIX = "tfmw-ipc-"
@@ -172,6 +170,9 @@ def network_for_workers(isolate: bool = True) -> PrivateNetwork | None:
         return open_private_network()
     except IsolationUnavailable as why:
         if not _warned:
+            # Imported here: this module also runs as a file of its own (tests/test_isolation.py)
+            from ..errors import for_caller
+
             _warned.append(str(why))
             sys.stderr.write(for_caller(
                 f"tfdist: warning: {why}, so the workers' TensorFlow ports (gRPC, no "
