@@ -49,6 +49,12 @@ model.fit(tracking_data, epochs=2, verbose=0)
 tracking_uri_here = mlflow.get_tracking_uri()
 '''
 
+ENDLESS_FIT = '''
+endless = tracking_data.unbatch().shuffle(128, seed=1).repeat().batch(32)
+model = tracking_model()
+model.fit(endless, epochs=2, steps_per_epoch=3, verbose=0)
+'''
+
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +102,20 @@ def test_autolog_on_two_workers_gives_one_run_holding_the_epochs_and_no_stall(
     assert chief_uri == uri
     assert other_uri.startswith("file://") and "tfmw-throwaway-mlruns" in other_uri
     print(f"autolog cell on 2 workers: {took:.1f} s")
+
+    # Autolog stays on: the next fit, on an endless dataset as TensorFlow's tutorial trains,
+    # is logged too. Before the correction MLflow's dataset digest iterated it for ever
+    # (mlflow#9600) and the cell ran into its deadline.
+    started = time.monotonic()
+    tf_kernel.ok("%%tfdist --timeout 150\n" + ENDLESS_FIT, timeout=200)
+    print(f"autolog fit on an endless dataset: {time.monotonic() - started:.1f} s")
+    runs = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time"])
+    assert len(runs) == 2, [run.info.run_name for run in runs]
+    endless = runs[1]
+    assert endless.info.status == "FINISHED"
+    assert sorted(m.step for m in client.get_metric_history(endless.info.run_id, "loss")) == [0, 1]
+    logged = [entry.dataset for entry in endless.inputs.dataset_inputs]
+    assert len(logged) == 1 and logged[0].digest, logged
 
 
 FAKE_WANDB = '''

@@ -32,6 +32,7 @@ from . import (
     keras_flavour,
     keras_hooks,
     shared_strategy,
+    tracker_corrections,
 )
 from .context import WorkerContext
 from .reporting import EventPublisher
@@ -108,6 +109,7 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
     keras_flavour.prepare(keras)
     chief_writes.install(is_chief=settings["rank"] == 0)
     chief_tracking.install(is_chief=settings["rank"] == 0)
+    tracker_corrections.install()
     _stop_on_sigterm()
     # The controller as this engine dials it (the notebook may see it at 127.0.0.1).
     controller_watch.install(*(handshake.own_controller_address() or settings.get("controller")
