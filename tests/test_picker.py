@@ -72,6 +72,8 @@ def test_each_button_calls_its_action_with_the_selected_checkpoint(button, expec
     picker = CheckpointPicker(CHECKPOINTS, recorder.actions(), default_model="net")
     picker.list.value = CHECKPOINTS[1].path                  # what a click on the row does
     picker.buttons[button].click()
+    if button == "delete":                                   # asks once more
+        picker.buttons[button].click()
     assert recorder.calls == [expected]
     assert "ckpt-000002" in picker.status.value and "failed" not in picker.status.value
 
@@ -89,11 +91,37 @@ def test_restore_uses_the_model_name_typed_in():
     assert "must be a Python identifier" in picker.status.value
 
 
-def test_delete_removes_the_row_and_selects_a_neighbour():
+def delete_selected(picker):
+    """Delete asks twice: press it, then press it again to confirm."""
+    picker.buttons["delete"].click()
+    picker.buttons["delete"].click()
+
+
+def test_delete_asks_once_more_and_a_change_of_mind_deletes_nothing():
     recorder = Recorder()
     picker = CheckpointPicker(CHECKPOINTS, recorder.actions())
     picker.select("ckpt-000003")
     picker.buttons["delete"].click()
+    assert recorder.calls == [] and len(picker.checkpoints) == 4
+    assert picker.buttons["delete"].description == "Confirm delete"
+    assert 'press “Confirm delete” to remove ckpt-000003 from disk' in picker.status.value
+    picker.select("ckpt-000002")                        # another checkpoint: asks again
+    assert picker.buttons["delete"].description == "Delete"
+    picker.buttons["delete"].click()
+    picker.buttons["load"].click()                      # another button between: asks again
+    assert picker.buttons["delete"].description == "Delete"
+    picker.buttons["delete"].click()
+    assert recorder.calls == [("load", CHECKPOINTS[1])] and len(picker.checkpoints) == 4
+    picker.buttons["delete"].click()
+    assert recorder.calls[-1] == ("delete", CHECKPOINTS[1])
+    assert picker.buttons["delete"].description == "Delete"
+
+
+def test_delete_removes_the_row_and_selects_a_neighbour():
+    recorder = Recorder()
+    picker = CheckpointPicker(CHECKPOINTS, recorder.actions())
+    picker.select("ckpt-000003")
+    delete_selected(picker)
     assert recorder.calls == [("delete", CHECKPOINTS[2])]
     assert listed_names(picker) == ["ckpt-000004", "ckpt-000002", "ckpt-000001"]
     assert len(picker.list.options) == 3
@@ -102,10 +130,10 @@ def test_delete_removes_the_row_and_selects_a_neighbour():
             == [label for label, _ in picker.list.options])
 
     picker.select("ckpt-000001")                              # the last row: the one above
-    picker.buttons["delete"].click()
+    delete_selected(picker)
     assert picker.selected.name == "ckpt-000002"
     for _ in range(2):
-        picker.buttons["delete"].click()
+        delete_selected(picker)
     assert picker.checkpoints == [] and picker.selected is None
     assert all(button.disabled for button in picker.buttons.values())
 
@@ -117,7 +145,7 @@ def test_an_action_that_raises_shows_its_message_and_changes_nothing():
     recorder = Recorder()
     picker = CheckpointPicker(CHECKPOINTS, recorder.actions(delete=refuse))
     picker.select("ckpt-000002")
-    picker.buttons["delete"].click()
+    delete_selected(picker)
     sent = picker.status.comm.updates("value")[-1]
     assert "Delete failed: cannot delete ckpt-000002: the workers are training" in sent
     assert "second line" not in sent

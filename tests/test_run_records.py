@@ -184,6 +184,13 @@ def test_browser_redraws_for_the_runs_selected_and_acts_on_one(tmp_path):
     view.select("run-2")
     view.buttons["checkpoints"].click()
     assert view.detail.children[0].value == "run-2"
+    view.buttons["delete"].click()                    # asks once more; deletes nothing yet
+    assert deleted == [] and view.buttons["delete"].description == "Confirm: delete the run"
+    assert 'press “Confirm: delete the run” to remove run-2' in view.status.value
+    view.select("run-3")                              # another run: asks again
+    view.select("run-2")
+    view.buttons["delete"].click()
+    assert deleted == []
     view.buttons["delete"].click()
     assert deleted == ["run-2"] and view.runs.options == ("run-1", "run-3")
     assert "run-2" not in view.table.value and view.status.value == "gone"

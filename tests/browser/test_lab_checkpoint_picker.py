@@ -100,7 +100,11 @@ def test_the_picker_s_buttons_do_what_they_say(start_app, page, screenshots):
     labels = rows.locator("option").all_inner_texts()
     rows.select_option(index=next(i for i, label in enumerate(labels)
                                   if label.startswith(oldest)))
-    picker.get_by_role("button", name="Delete").click()
+    picker.get_by_role("button", name="Delete", exact=True).click()
+    wait_for(page, lambda s: s["kernel"] == "idle" and "Confirm delete" in status.inner_text(),
+             60, "the request to confirm the delete")
+    assert os.path.isdir(path)                  # one press deletes nothing
+    picker.get_by_role("button", name="Confirm delete", exact=True).click()
     wait_for(page, lambda s: s["kernel"] == "idle" and "deleted" in status.inner_text(), 60,
              "the delete")
     assert not os.path.exists(path)

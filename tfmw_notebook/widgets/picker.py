@@ -6,7 +6,7 @@ is passed in as `actions`, so the widget knows nothing of clusters or TensorFlow
     "restore"  actions["restore"](info, model_name)   load the weights into the workers' model
     "resume"   actions["resume"](info)                 continue training from this checkpoint
     "load"     actions["load"](info)                   load the model into the notebook
-    "delete"   actions["delete"](info)                 remove it; the row goes too
+    "delete"   actions["delete"](info)                 remove it (on a second press); the row goes
 
 An action that raises shows its message in the status line; a returned string is
 shown there as is.
@@ -25,6 +25,7 @@ import ipywidgets as widgets
 from ..protocol.checkpoints import CheckpointInfo, metric_series
 from .figures import SCALE, SHOWN_DPI, sharp_image, show_figure, whole_epoch_ticks
 from .metrics import VAL_PREFIX, panel_name
+from .second_press import SecondPress
 from .summaries import format_value
 
 ACTIONS = ("restore", "resume", "load", "delete")
@@ -152,6 +153,7 @@ class CheckpointPicker:
                         for name in ACTIONS}
         for name, button in self.buttons.items():
             button.on_click(lambda _button, name=name: self.press(name))
+        self._delete = SecondPress(self.buttons["delete"], "Confirm delete")
         self.status = widgets.HTML()
         self.widget = widgets.VBox([
             self.list,
@@ -212,12 +214,18 @@ class CheckpointPicker:
     def press(self, name: str) -> None:
         """What clicking button `name` does (also for scripts and tests)."""
         info = self.selected
+        if name != "delete" or info is None:
+            self._delete.disarm()
         if info is None:
             self._show("no checkpoint selected", error=True)
             return
         action = self.actions.get(name)
         if action is None:
             self._show(f"{_BUTTON_LABELS[name]} is not available here", error=True)
+            return
+        if name == "delete" and not self._delete.confirmed(info.path):
+            self._show(f"press “{self._delete.armed_label}” to remove {info.name} from disk, "
+                       "for good", error=True)
             return
         try:
             if name == "restore":
@@ -250,6 +258,7 @@ class CheckpointPicker:
     # -- view ----------------------------------------------------------------------
 
     def _on_select(self, change) -> None:
+        self._delete.disarm()
         if not self._quiet:
             self._redraw()
 

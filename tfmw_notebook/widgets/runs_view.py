@@ -4,7 +4,8 @@ Pure data in (records, protocol/records.py) and `actions` for what touches anyth
 else, like the checkpoint picker:
 
     actions["checkpoints"](record) -> a widget    the picker of that run's checkpoints
-    actions["delete"](record) -> str              remove the run (record and checkpoints)
+    actions["delete"](record) -> str              remove the run (record and checkpoints),
+                                                  on a second press of its button
 
 `static_html()` is what stays in a saved notebook: the table and the figure, shown as an
 output of its own beside the browser (hidden while the browser is live).
@@ -23,6 +24,7 @@ from . import run_table
 from .figures import sharp_image, show_figure, shown_width
 from .picker import monitor_metric
 from .run_curves import render_runs_png
+from .second_press import SecondPress
 
 _SHOWN_AT_FIRST = 8   # runs selected when the view opens (the newest)
 
@@ -51,6 +53,7 @@ class RunsView:
                                             ("delete", "Delete the run"))}
         for name, button in self.buttons.items():
             button.on_click(lambda _button, name=name: self.press(name))
+        self._delete = SecondPress(self.buttons["delete"], "Confirm: delete the run")
         self.status, self.detail = widgets.HTML(), widgets.VBox()
         self.widget = widgets.VBox([
             widgets.HBox([self.sort_by, self.descending]), self.table,
@@ -63,6 +66,7 @@ class RunsView:
             control.observe(lambda _change: self._show_table(), names="value")
         for control in (self.runs, self.metric):
             control.observe(lambda _change: self._redraw(), names="value")
+        self.runs.observe(lambda _change: self._delete.disarm(), names="value")
         self.redraws = 0
         self._show_table()
         self._redraw()
@@ -96,13 +100,20 @@ class RunsView:
     def press(self, name: str) -> None:
         """What clicking button `name` does (also for scripts and tests)."""
         chosen = self.selected
+        if name != "delete":
+            self._delete.disarm()
         if len(chosen) != 1:
+            self._delete.disarm()
             self._show(f"select one run (now {len(chosen)}) to see or delete its checkpoints",
                        error=True)
             return
         action = self.actions.get(name)
         if action is None:
             self._show(f"{self.buttons[name].description} is not available here", error=True)
+            return
+        if name == "delete" and not self._delete.confirmed(chosen[0]["name"]):
+            self._show(f"press “{self._delete.armed_label}” to remove {chosen[0]['name']}: its "
+                       "record and checkpoints go from disk, for good", error=True)
             return
         try:
             result = action(chosen[0])
