@@ -29,6 +29,7 @@ from . import (
     controller_watch,
     gpus,
     handshake,
+    input_release,
     keras_flavour,
     keras_hooks,
     shared_strategy,
@@ -107,6 +108,7 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
         # workers was measured no faster and less steady (benchmarks/, --threads-experiment).
         strategy = _make_strategy(tf, settings.get("communication", "auto"))
     keras_flavour.prepare(keras)
+    input_release.install()
     chief_writes.install(is_chief=settings["rank"] == 0)
     chief_tracking.install(is_chief=settings["rank"] == 0)
     tracker_corrections.install()

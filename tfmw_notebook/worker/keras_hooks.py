@@ -22,7 +22,15 @@ from typing import Any
 
 from ..protocol import records
 from ..protocol.run_options import CellOptions, CheckpointPolicy, FitState
-from . import checkpointing, fit_state, keras_flavour, run_facts, tensorboard_logs, trial_report
+from . import (
+    checkpointing,
+    fit_state,
+    input_release,
+    keras_flavour,
+    run_facts,
+    tensorboard_logs,
+    trial_report,
+)
 from .keras_callbacks import keras_callbacks
 from .reporting import EventPublisher
 
@@ -133,8 +141,9 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
         _worker.depth += 1
         try:
             if outermost:
-                with tensorboard_logs.chief_only_logs(_callbacks(args, kwargs, positions),
-                                                      is_chief=_worker.is_chief):
+                # The input pipeline is freed after the call, off the cell's path.
+                with input_release.deferred(), tensorboard_logs.chief_only_logs(
+                        _callbacks(args, kwargs, positions), is_chief=_worker.is_chief):
                     result = method(self, *args, **kwargs)
             else:
                 result = method(self, *args, **kwargs)
