@@ -63,9 +63,14 @@ def test_stop_ends_every_process_and_frees_the_ports(tmp_path, isolation):
             assert port in [p for _, p in net_exposure.listening(pid)]
             assert port_is_free(port) == (not isolation)
 
+        kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
+                  "first_client = active_cluster()._group.client")
         assert kernel.ok("%tfdist stop", timeout=60).stdout.strip() == "stopped 2 workers"
         assert wait_gone(processes, 15) == []   # a private network ends with its last process
         assert all(port_is_free(port) for _, port in servers)
+        # Its client is closed: left open, its sockets would dial the old controller's
+        # ports, and reach (and complain of) a later controller that got one of them.
+        assert kernel.ok("print(first_client._closed)").stdout.strip() == "True"
         # ...and the kernel can start a new cluster afterwards.
         kernel.ok(f"%tfdist start -n 2{isolation}", timeout=180)
         assert kernel.ok("%%tfdist\ntfdist.world_size").results[-1]["text/plain"] == "2"

@@ -1,8 +1,9 @@
 """The ipyparallel side: engine processes we start or attach to, kill and restart.
 
 Knows nothing of TensorFlow. One ipyparallel Client per group for its whole
-life: closing a client in a kernel that shares its zmq context can kill the
-kernel, and new engines simply register with the client we have.
+life: closing a client in a kernel that shares its zmq context while engines
+restart can kill the kernel, and new engines simply register with the client we
+have. The client is closed when a group we started stops.
 """
 
 from __future__ import annotations
@@ -322,6 +323,11 @@ class EngineGroup:
     def stop(self) -> None:
         if self.owned and self.cluster is not None:
             _quietly(self.cluster.stop_cluster_sync)
+            # Its controller is gone. Left open, the client's sockets would keep dialling
+            # the controller's old ports; a later controller that gets one of those ports
+            # then reaches this client, and every message it sends prints an "Invalid
+            # Signature" traceback into a cell (measured: 2 in 50 starts in one process).
+            _quietly(lambda: self.client.close(linger=0))
         _close(self.network)
         self.network = None
         self.ids = []
