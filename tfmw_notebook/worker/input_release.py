@@ -6,9 +6,9 @@ that wait, after the last step of a fit, took 0.2-0.55 s in about a third of the
 `UnboundedThreadPool`; benchmarks/README.md). Keras frees the iterator when `fit` returns,
 so every worker's cell waited for it. Here the iterators an outermost fit or evaluate made
 stay referenced until the call returns, then a release thread drops them: the wait happens
-there, with the GIL released, while the cell goes on. Measured on 2 workers (Keras 3, the
-benchmark's dense job, 12 alternated pairs): cells 1.53 s -> 0.99 s median, 4/12 -> 12/12
-without the stall.
+there, with the GIL released, while the cell goes on. Measured on 2 workers (the benchmark's
+dense job, 10 alternated pairs, benchmarks/input_release.py): cells 1.55 s -> 1.01 s median
+with Keras 3 (9 of 10 stalled -> none), 1.60 s -> 1.24 s with tf-keras (7 -> none).
 
 Bounded: when `MAX_PENDING` releases are still waiting, the next one is done in place, as
 Keras would (a cell that calls `fit` in a tight loop keeps at most that many pipelines
