@@ -214,8 +214,8 @@ class CheckpointPicker:
     def press(self, name: str) -> None:
         """What clicking button `name` does (also for scripts and tests)."""
         info = self.selected
-        if name != "delete" or info is None:
-            self._delete.disarm()
+        if name != "delete":
+            self._delete.disarm()   # another selection disarms too (_on_select)
         if info is None:
             self._show("no checkpoint selected", error=True)
             return

@@ -101,9 +101,8 @@ class RunsView:
         """What clicking button `name` does (also for scripts and tests)."""
         chosen = self.selected
         if name != "delete":
-            self._delete.disarm()
+            self._delete.disarm()   # another selection disarms too (an observer)
         if len(chosen) != 1:
-            self._delete.disarm()
             self._show(f"select one run (now {len(chosen)}) to see or delete its checkpoints",
                        error=True)
             return
