@@ -1,6 +1,6 @@
 """A fit's input pipeline is freed after the call on the release thread, not on the cell's
 path (worker/input_release.py): pure tests of the release itself, then on real workers with
-Keras 3 (the session's cluster) and tf-keras (a `--keras 2` cluster of this module)."""
+Keras 3 (`import keras`) and tf-keras (`tf.keras`), both on the session's default cluster."""
 
 import gc
 import threading
@@ -10,7 +10,7 @@ import weakref
 import pytest
 from tfmw_notebook.worker import input_release
 
-from kernel_session import kernel_with_cluster, per_worker
+from kernel_session import per_worker
 
 RELEASE_THREAD = input_release.THREAD_NAME
 
@@ -87,9 +87,13 @@ _rng = np.random.default_rng(0)
 release_x = _rng.standard_normal((256, 8)).astype("float32")
 release_y = (release_x.sum(axis=1, keepdims=True) > 0).astype("float32")
 release_data = tf.data.Dataset.from_tensor_slices((release_x, release_y)).repeat().batch(32)
-release_model = tf.keras.Sequential([tf.keras.Input((8,)), tf.keras.layers.Dense(1)])
+release_model = {keras}.Sequential([{keras}.Input((8,)), {keras}.layers.Dense(1)])
 release_model.compile(optimizer="sgd", loss="mse")
 """
+# On the default workers `import keras` is Keras 3 and tf.keras is tf-keras: one cluster
+# frees both Kerases' pipelines.
+KERAS3_DATA = "import keras\n" + DATA.format(keras="keras")
+TF_KERAS_DATA = DATA.format(keras="tf.keras")
 
 # Each iterator Keras makes gets a finalizer that notes the thread freeing it. The fit's
 # (its training and validation pipelines) must be freed by the release thread; predict is
@@ -135,10 +139,10 @@ _adapter.DataHandler.enumerate_epochs = _watched_enumerate
 """, unpatch="_adapter.DataHandler.enumerate_epochs = _enumerate")
 
 
-def check_released(kernel, cell: str, *, replaced_during_fit: bool) -> None:
+def check_released(kernel, data: str, cell: str, *, replaced_during_fit: bool) -> None:
     """`replaced_during_fit`: a pipeline the fit replaced while it ran (tf-keras' validation
     pass of the previous epoch) is freed then, in place, as Keras does."""
-    kernel.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA + cell, timeout=180)
+    kernel.ok("%%tfdist --no-dashboard --no-checkpoint\n" + data + cell, timeout=180)
     for rank, (after_fit, after_predict) in enumerate(zip(
             per_worker(kernel, "freed_after_fit"), per_worker(kernel, "freed_after_predict"))):
         released = [name for name in after_fit if name == RELEASE_THREAD]
@@ -151,16 +155,9 @@ def check_released(kernel, cell: str, *, replaced_during_fit: bool) -> None:
 
 @pytest.mark.timeout(300)
 def test_keras3_fit_pipelines_are_freed_on_the_release_thread(tf_kernel):
-    check_released(tf_kernel, KERAS3_PATCH, replaced_during_fit=False)
-
-
-@pytest.fixture(scope="module")
-def tf_keras_kernel(tmp_path_factory):
-    with kernel_with_cluster(str(tmp_path_factory.mktemp("release-tf-keras")),
-                             flags="--keras 2") as session:
-        yield session
+    check_released(tf_kernel, KERAS3_DATA, KERAS3_PATCH, replaced_during_fit=False)
 
 
 @pytest.mark.timeout(300)
-def test_tf_keras_fit_pipelines_are_freed_on_the_release_thread(tf_keras_kernel):
-    check_released(tf_keras_kernel, TF_KERAS_PATCH, replaced_during_fit=True)
+def test_tf_keras_fit_pipelines_are_freed_on_the_release_thread(tf_kernel):
+    check_released(tf_kernel, TF_KERAS_DATA, TF_KERAS_PATCH, replaced_during_fit=True)

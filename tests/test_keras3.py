@@ -1,4 +1,5 @@
-"""Keras 3 on the workers (the default, `--keras 3`), and tf-keras ones (`--keras 2`).
+"""Keras 3 on the workers: as `tf.keras` too (`--keras 3`), and as `import keras` beside
+tf-keras (`--keras 2`, the default).
 
 Real 2-worker clusters: code written as keras.io teaches trains with identical weights on
 both workers, the same weights one process gets on the global batch; saving from every
@@ -23,7 +24,8 @@ def keras3(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def keras2(tmp_path_factory):
-    """Workers that run tf-keras (`--keras 2`), for legacy code."""
+    """Workers where tf.keras is tf-keras and `import keras` Keras 3 (`--keras 2`, the
+    default start)."""
     with kernel_with_cluster(str(tmp_path_factory.mktemp("keras2")), flags="--keras 2") as s:
         yield s
 
@@ -171,12 +173,17 @@ def test_weights_agree_with_one_process_and_with_tf_keras(keras3, keras2):
     assert not np.allclose(on_keras3[0], np.asarray(in_one[0]) + 1e-2)  # the check can fail
 
 
-def test_the_dashboard_and_automatic_checkpoints_see_keras3_fits(keras3):
-    keras3.ok("%%tfdist --checkpoint-dir runs/k3\n" + DATA + MODEL +
-              "model.fit(x, y, batch_size=64, epochs=2, verbose=0)", timeout=300)
-    out = keras3.ok("h = %tfdist history\nprint(len(h.merged_history()['loss']))\n"
+@pytest.mark.parametrize("workers", ["keras3", "keras2"])
+def test_the_dashboard_and_automatic_checkpoints_see_keras3_fits(workers, request):
+    """`import keras` models, where tf.keras is Keras 3 and where it is tf-keras (the
+    default start): the dashboard's summary, the history and the automatic checkpoints."""
+    kernel = request.getfixturevalue(workers)
+    fitted = kernel.ok(f"%%tfdist --checkpoint-dir runs/{workers}\n" + DATA + MODEL +
+                       "model.fit(x, y, batch_size=64, epochs=2, verbose=0)", timeout=300)
+    assert fitted.stdout.startswith("2 epochs · "), fitted.stdout   # the dashboard's summary
+    out = kernel.ok("h = %tfdist history\nprint(len(h.merged_history()['loss']))\n"
                     "import tfmw_notebook\n"
-                    "print([c.epoch for c in tfmw_notebook.list_checkpoints('runs/k3')])")
+                    f"print([c.epoch for c in tfmw_notebook.list_checkpoints('runs/{workers}')])")
     lines = out.stdout.strip().splitlines()
     assert lines[-2] == "2" and lines[-1] == "[1, 2]", out.stdout
 
@@ -218,11 +225,10 @@ def test_import_keras_trains_on_tf_keras_workers_too(keras2):
     assert first == second
 
 
-def test_tensorboard_keeps_the_chiefs_logs_only(keras3):
-    """Keras 3's TensorBoard callback on Keras 3 workers: one events file per run directory,
-    the chief's. (On tf-keras workers a Keras 3 model's fit is not hooked: see
-    docs/installing.md.)"""
-    for kernel, where in ((keras3, "tb-keras3"),):
+def test_tensorboard_keeps_the_chiefs_logs_only(keras3, keras2):
+    """Keras 3's TensorBoard callback, where tf.keras is Keras 3 and where it is tf-keras:
+    one events file per run directory, the chief's."""
+    for kernel, where in ((keras3, "tb-keras3"), (keras2, "tb-keras2")):
         out = kernel.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA + MODEL +
                         f"board = keras.callbacks.TensorBoard(log_dir={where!r})\n"
                         "model.fit(x, y, batch_size=64, epochs=2, verbose=0, callbacks=[board])\n"

@@ -33,8 +33,8 @@ def test_context_and_tf_config(tf_kernel):
                  " os.environ['TF_GRPC_DEFAULT_OPTIONS']]")
     fast_reconnect = "grpc.initial_reconnect_backoff_ms=50"  # set before the strategy
     assert per_worker(tf_kernel, "me") == [
-        [0, 2, True, 0, 2, "0", 0, "keras", fast_reconnect],   # Keras 3, the default
-        [1, 2, False, 1, 2, "0", 1, "keras", fast_reconnect],
+        [0, 2, True, 0, 2, "1", 0, "tf_keras", fast_reconnect],   # tf-keras, the default
+        [1, 2, False, 1, 2, "1", 1, "tf_keras", fast_reconnect],
     ]
 
 

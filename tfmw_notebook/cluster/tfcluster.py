@@ -37,7 +37,7 @@ from .worker_calls import diagnose_cell
 from .worker_setup import Addressing, make_workers
 
 COMMUNICATIONS = ("auto", "ring", "nccl")
-DEFAULT_KERAS = 3   # see docs/installing.md, "Which Keras"
+DEFAULT_KERAS = 2   # tf.keras is tf-keras, `import keras` Keras 3: see docs/keras.md
 DEFAULT_STEPS = 20   # steps each part of `diagnose` is timed over
 # After one rank raised, how long the others get to finish before they are taken
 # to be blocked in a collective (then the group is restarted).

@@ -106,8 +106,9 @@ def _add_worker_options(parser: argparse.ArgumentParser) -> None:
                              "evenly among its workers (none found: the CPU); K each; 0 "
                              "hides every GPU")
     parser.add_argument("--keras", type=int, choices=KERAS_VERSIONS, default=DEFAULT_KERAS,
-                        help=f"3: tf.keras and `import keras` are Keras 3; 2: tf.keras is "
-                             f"tf-keras, for code written for it (default {DEFAULT_KERAS})")
+                        help=f"2: tf.keras is tf-keras (TensorFlow's tutorials) and `import "
+                             f"keras` is Keras 3 (keras.io); 3: tf.keras is Keras 3 too "
+                             f"(default {DEFAULT_KERAS})")
 
 
 def _line_parser() -> Parser:

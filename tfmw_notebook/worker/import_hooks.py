@@ -20,18 +20,18 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     patched)."""
 
     def __init__(self) -> None:
-        self.actions: dict[str, Callable[[Any], object]] = {}
+        self.actions: dict[str, list[Callable[[Any], object]]] = {}
 
     def find_spec(self, fullname: str, path: Any = None,
                   target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        action = self.actions.pop(fullname, None)
-        if action is None:
+        actions = self.actions.pop(fullname, None)
+        if actions is None:
             return None
         spec = importlib.util.find_spec(fullname)    # the other finders (this one is done)
         if spec is None:
             # Not installed yet: the action waits for an import that finds it (a cell may
             # `pip install` the module and import it again).
-            self.actions[fullname] = action
+            self.actions[fullname] = actions
             return None
         if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
@@ -39,7 +39,8 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
         def run_then_act(module: Any) -> None:
             run_module(module)
-            action(module)
+            for action in actions:   # in the order they were asked for
+                action(module)
 
         setattr(spec.loader, "exec_module", run_then_act)  # noqa: B010 (mypy: a method)
         return spec
@@ -50,11 +51,11 @@ _after_import = _AfterImport()
 
 def when_imported(module_name: str, action: Callable[[Any], object]) -> None:
     """`action(module)` now if `module_name` is imported, else right after it is (never, if
-    it never is). One action per module name."""
+    it never is). Several actions on one module run in the order they were asked for."""
     module = sys.modules.get(module_name)
     if module is not None:
         action(module)
         return
-    _after_import.actions[module_name] = action
+    _after_import.actions.setdefault(module_name, []).append(action)
     if _after_import not in sys.meta_path:
         sys.meta_path.insert(0, _after_import)

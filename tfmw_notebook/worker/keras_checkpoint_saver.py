@@ -1,6 +1,7 @@
 """The Keras callback that writes the automatic checkpoints (checkpointing.py saves them).
 
-Imports TensorFlow: loaded through keras_callbacks.py only.
+Imports TensorFlow: loaded through keras_callbacks.py only, which puts this logic on the
+Callback class of the model's Keras.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ from ..protocol import checkpoints
 from ..protocol.events import metric_values
 from ..protocol.run_options import CheckpointPolicy
 from .checkpointing import check_shared, save
+from .keras_callbacks import CallbackLogic
 
 
-class CheckpointSaver(tf.keras.callbacks.Callback):
+class CheckpointSaver(CallbackLogic):
     """Saves every `policy.every` epochs into `policy.run_dir`, then prunes."""
 
     def __init__(self, *, policy: CheckpointPolicy, rank: int, is_chief: bool,

@@ -25,13 +25,14 @@ from ..protocol.run_options import CellOptions, CheckpointPolicy, FitState
 from . import (
     checkpointing,
     fit_state,
+    import_hooks,
     input_release,
     keras_flavour,
     run_facts,
     tensorboard_logs,
     trial_report,
 )
-from .keras_callbacks import keras_callbacks
+from .keras_callbacks import callback_logic, keras_callbacks
 from .reporting import EventPublisher
 
 
@@ -102,7 +103,14 @@ def install(publisher: EventPublisher, *, rank: int, is_chief: bool, world_size:
 
     _worker.publisher, _worker.rank = publisher, rank
     _worker.is_chief, _worker.world_size = is_chief, world_size
-    model = tf.keras.Model
+    _wrap_model_class(tf.keras.Model)
+    # Where tf.keras is tf-keras, `import keras` is Keras 3: its models get the same hooks
+    # once a cell imports it (importing it here would make every start pay ~1.2 s).
+    import_hooks.when_imported("keras", lambda keras: _wrap_model_class(keras.Model))
+
+
+def _wrap_model_class(model) -> None:
+    """`model.fit` and `model.evaluate` (a Keras' Model class) wrapped once."""
     if getattr(model.fit, _WRAPPED, False):
         return
     model.fit = _wrapped(model.fit, training=True)
@@ -185,7 +193,7 @@ def _next_replay_record(records: tuple[dict[str, Any], ...]) -> dict[str, Any] |
 
 
 def _record_fit(model, history, callbacks: list, state_dir: str) -> None:
-    saver_class = keras_callbacks().checkpoint_saver
+    saver_class = callback_logic().checkpoint_saver
     saver = next((c for c in callbacks if isinstance(c, saver_class)), None)
     _cell.records.append(fit_state.record_after_fit(
         model, history, state_dir=state_dir, cell_id=_cell.state.cell_id,
@@ -213,8 +221,9 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
         # own choice for synchronized values.
         model.distribute_reduction_method = "first"
     options = _cell.options
-    ours = keras_callbacks()
-    extra = []
+    keras = keras_flavour.keras_package(model)
+    ours = keras_callbacks(keras)
+    extra: list[Any] = []
     if options.report and _worker.publisher is not None:
         extra.append(ours.reporting(
             _worker.publisher, samples_per_step=_samples_per_step(args, kwargs, positions)))
@@ -229,11 +238,9 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
         extra.append(_run_recorder(ours.run_recorder, args, kwargs, positions))
     if options.resume_from and _cell.fits == 1:
         _resume(model, options.resume_from, kwargs, args, positions)
-    import tensorflow as tf
-
-    if options.tensorboard and not any(isinstance(c, tf.keras.callbacks.TensorBoard)
+    if options.tensorboard and not any(isinstance(c, tensorboard_logs.tensorboard_classes())
                                        for c in _callbacks(args, kwargs, positions)):
-        extra.append(tf.keras.callbacks.TensorBoard(log_dir=options.tensorboard))
+        extra.append(keras.callbacks.TensorBoard(log_dir=options.tensorboard))
     if options.backup is not None:
         extra.append(_backup(model, options.backup))
         extra.append(ours.resume_notice(is_chief=_worker.is_chief))
@@ -247,14 +254,12 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
 
 
 def _backup(model, backup):
-    """The automatic BackupAndRestore of this fit (`--max-restarts`)."""
-    import tensorflow as tf
-
+    """The automatic BackupAndRestore of this fit (`--max-restarts`), of the model's Keras."""
     # Keras 3 writes its backup in place: a worker stopped mid-write (a restart stops them
     # all) left one it could not read (measured); it then falls back to the previous one,
     # which it keeps with double_checkpoint.
     keras3 = {"double_checkpoint": True} if keras_flavour.keras_of(model) == 3 else {}
-    return tf.keras.callbacks.BackupAndRestore(
+    return keras_flavour.keras_package(model).callbacks.BackupAndRestore(
         os.path.join(backup.directory, f"fit-{_cell.fits}"), save_freq=backup.save_freq,
         delete_checkpoint=True, **keras3)
 

@@ -1,7 +1,7 @@
 """The Keras callback of the live dashboard (reporting.py publishes what it emits).
 
-A module of its own because it imports TensorFlow: the workers load it through
-keras_callbacks.py, once TF_USE_LEGACY_KERAS is set, so tf.keras is tf-keras.
+The callback's logic: keras_callbacks.py puts it on the Callback class of the model's Keras
+(tf-keras or Keras 3; both may train on one worker).
 """
 
 from __future__ import annotations
@@ -9,19 +9,19 @@ from __future__ import annotations
 import numbers
 from typing import Any
 
-import tensorflow as tf
-
 from ..protocol.events import BATCH, EPOCH, EVALUATE, FIT, TRAIN_BEGIN, TRAIN_END, metric_values
+from .keras_callbacks import CallbackLogic
+from .keras_flavour import keras_package
 from .reporting import EventPublisher
 
 
 def _keras_running_means(model) -> bool:
     # Keras' own train_step logs each metric's mean since the epoch began; a
     # train_step of the user's may log anything.
-    return type(model).train_step is tf.keras.Model.train_step
+    return type(model).train_step is keras_package(model).Model.train_step
 
 
-class KerasReportingCallback(tf.keras.callbacks.Callback):
+class KerasReportingCallback(CallbackLogic):
     """Reports a fit or an evaluate through `publisher` as train_begin / batch /
     epoch / train_end events (mode "fit" or "evaluate").
 

@@ -1,14 +1,14 @@
 """The Keras callback that says, on the chief, where BackupAndRestore picked training up.
 
-Imports TensorFlow: loaded through keras_callbacks.py only.
+The callback's logic; keras_callbacks.py puts it on the Callback class of the model's Keras.
 """
 
 from __future__ import annotations
 
-import tensorflow as tf
+from .keras_callbacks import CallbackLogic
 
 
-class ResumeNotice(tf.keras.callbacks.Callback):
+class ResumeNotice(CallbackLogic):
     """Prints the epoch and step a fit resumed at from its automatic backup (chief only)."""
 
     def __init__(self, *, is_chief: bool):

@@ -1,6 +1,6 @@
 """The Keras callback that fills the chief's record of a fit: per-epoch metrics and speed.
 
-Imports TensorFlow: loaded through keras_callbacks.py only. It publishes the record
+Loaded through keras_callbacks.py, which puts it on the model's Keras. It publishes the record
 at the fit's start and after each epoch, so the notebook has it even when the fit
 fails or is interrupted; a fit that returns hands it back in the cell's outcome too.
 """
@@ -11,12 +11,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import tensorflow as tf
-
 from . import run_facts, trial_report
+from .keras_callbacks import CallbackLogic
 
 
-class RunRecorder(tf.keras.callbacks.Callback):
+class RunRecorder(CallbackLogic):
     """Adds to `record` (a dict the hooks keep) what the fit did; `publish(record)` sends it."""
 
     def __init__(self, record: dict[str, Any], publish: Callable[[dict[str, Any]], None]):

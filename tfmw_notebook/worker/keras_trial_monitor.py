@@ -3,21 +3,20 @@
 Every worker runs it and takes the same decision: the value compared is the mean
 over the workers of each one's logged value (one all-reduce per epoch), so it is the
 same number everywhere, even if a metric were computed from local data; a worker that
-stopped alone would leave the others waiting in their next collective. Imports
-TensorFlow: loaded through keras_callbacks.py only.
+stopped alone would leave the others waiting in their next collective. Loaded
+through keras_callbacks.py, which puts it on the model's Keras.
 """
 
 from __future__ import annotations
 
 import math
 
-import tensorflow as tf
-
 from ..protocol.run_options import TrialMonitor
 from . import collectives, trial_report
+from .keras_callbacks import CallbackLogic
 
 
-class TrialMonitorCallback(tf.keras.callbacks.Callback):
+class TrialMonitorCallback(CallbackLogic):
     """Records `monitor.monitor` at each epoch's end; stops the fit when it is worse
     than that epoch's threshold (`model.stop_training`), unless it was the last epoch."""
 
