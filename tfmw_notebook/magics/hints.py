@@ -60,7 +60,9 @@ def private_network_hint(error_value: str, private: bool) -> str | None:
 
 
 # What TensorFlow says when a loaded SavedModel's signature (or a function traced
-# outside the strategy) is called inside the strategy's scope (measured, TF 2.21).
+# outside the strategy) is called inside the strategy's scope (measured, TF 2.21). The
+# workers correct the common case (worker/saved_model_calls.py); a TensorFlow without the
+# class that correction needs still raises it.
 _NEEDS_NO_SCOPE = re.compile(r"Trying to access a placeholder that is not supposed to be "
                              r"executed|cross-replica context in an in-replica context")
 
