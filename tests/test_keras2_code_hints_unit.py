@@ -2,10 +2,10 @@
 Keras 3 (magics/hints.py): it names `%tfdist restart --keras 2`, on Keras 3 workers only.
 The messages were produced for real in one process (no MultiWorkerMirroredStrategy) with
 TensorFlow 2.21 and Keras 3.15.1 as `tf.keras`; tests/test_keras_switch.py shows the hint
-under a real worker's error."""
+under a real worker's error. Also the `--no-scope` hint, kept for the SavedModel error."""
 
 import pytest
-from tfmw_notebook.magics.hints import keras2_code_hint, mixed_keras_hint
+from tfmw_notebook.magics.hints import keras2_code_hint, mixed_keras_hint, no_scope_hint
 
 pytestmark = pytest.mark.unit
 
@@ -84,3 +84,17 @@ def test_a_qualified_type_name_is_read_by_its_last_part():
 ])
 def test_no_hint_for_other_errors(type_name, message):
     assert keras2_code_hint(type_name, message, workers_keras=3) is None
+
+
+# A loaded SavedModel's signature called in the scope, before worker/saved_model_calls.py
+# (TF 2.21, one process, MultiWorkerMirroredStrategy); should it still show, the hint stays.
+PLACEHOLDER = ("Expected 'tf.Tensor(False, shape=(), dtype=bool)' to be true. Summarized data: "
+               "b'Trying to access a placeholder that is not supposed to be executed. This "
+               "means you are executing a graph generated from the cross-replica context in "
+               "an in-replica context.'")
+
+
+def test_the_placeholder_error_still_names_no_scope():
+    hint = no_scope_hint(PLACEHOLDER)
+    assert hint is not None and "`%%tfdist --no-scope`" in hint and "\n" not in hint
+    assert keras2_code_hint("InvalidArgumentError", PLACEHOLDER, workers_keras=3) is None

@@ -72,8 +72,7 @@ def no_scope_hint(error_value: str) -> str | None:
     if not _NEEDS_NO_SCOPE.search(error_value or ""):
         return None
     return ("this code cannot run inside the strategy's scope (which %%tfdist enters for "
-            "every cell), e.g. calling a loaded SavedModel: run the cell with "
-            "`%%tfdist --no-scope`")
+            "every cell): run the cell with `%%tfdist --no-scope`")
 
 
 # Keras-2 code (tf.keras before TensorFlow 2.16) run where tf.keras is Keras 3: what Keras 3
