@@ -125,3 +125,22 @@ def test_hint_for_a_worker_that_cannot_reach_out_of_its_private_network():
         assert hint and "--no-isolation" in hint and "private network" in hint, said
         assert private_network_hint(said, private=False) is None   # a real network problem
     assert private_network_hint("ValueError: Errno 101 is a number", private=True) is None
+
+
+def test_a_step_without_kept_state_trains_its_fits_again_when_replayed():
+    log = StateLog()
+    log.add_push({"x": 1})
+    log.add_cell("model.fit(x)", merge_fit_records([[record("/s/r0")], [record("/s/r1")]]))
+    push, cell = [step.without_kept_state() for step in log.snapshot()]
+    assert push == log.steps[0]
+    assert cell.payload == "model.fit(x)" and len(cell.fits) == 1
+    assert cell.fits[0].source is None and cell.fits[0].paths == ()
+    assert cell.fits[0].history == {"loss": [1.0, 0.5]}      # the History is kept
+    assert log.steps[1].fits[0].source == "snapshot"          # the log itself is unchanged
+
+
+def test_the_report_says_why_fits_trained_again():
+    assert RestoreReport(cells=1, fits_rerun=1).line().endswith(
+        "1 trained again: no saved state)")
+    assert RestoreReport(cells=1, fits_rerun=1, rerun_reason="another reason").line().endswith(
+        "1 trained again: another reason)")

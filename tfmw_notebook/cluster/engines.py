@@ -328,6 +328,14 @@ class EngineGroup:
         self.network = None
         self.ids = []
 
+def relaunch_environment(group: EngineGroup, updates: dict[str, str]) -> None:
+    """Engines `group` starts from now on get `updates` in their launch environment (if
+    it launches them with one; others are given theirs at their bootstrap)."""
+    kwargs = group._engine_kwargs
+    if "environment" in kwargs:
+        kwargs["environment"] = {**kwargs["environment"], **updates}
+
+
 def _attached_client(profile: str | None, cluster_id: str | None, url_file: str | None,
                      timeout: float) -> tuple[ipp.Client, ipp.Cluster | None]:
     """A client of a running cluster, and the cluster (None when known by url file only)."""

@@ -108,16 +108,18 @@ class Recovery:
             return str(exc)
         return ""
 
-    def restore(self, log: list[LoggedStep]) -> RestoreReport:
+    def restore(self, log: list[LoggedStep], report: RestoreReport | None = None, *,
+                announce: bool = True) -> RestoreReport:
         """Replay the logged pushes and cells on fresh workers, quietly and in order.
 
         Each replayed fit() gives back the state it ended with (worker/fit_state.py)
         and returns its History; a fit with no saved state trains again. A
-        replayed cell that fails ends the restore there.
+        replayed cell that fails ends the restore there. `report`: filled in (else a new
+        one); `announce`: print its line (else the caller says it).
         """
         cluster = self.cluster
         began = time.perf_counter()
-        report = RestoreReport()
+        report = report if report is not None else RestoreReport()
         quiet = io.StringIO()
         settings = RunSettings(options=CellOptions(quiet_progress=True), want_display=False,
                                stdout=quiet, stderr=quiet)
@@ -139,7 +141,8 @@ class Recovery:
             report.fits_rerun += sum(1 for fit in step.fits if not fit.source)
         report.seconds = time.perf_counter() - began
         cluster.last_restore = report
-        info(f"tfdist: {report.line()}")
+        if announce:
+            info(f"tfdist: {report.line()}")
         return report
 
 

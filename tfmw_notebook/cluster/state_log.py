@@ -9,6 +9,7 @@ KeptState, which owns the directory those paths are in.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,12 @@ class LoggedStep:
     kind: str                    # "push" or "cell"
     payload: Any                 # the pushed {name: value}, or the cell's source
     fits: tuple[FitRecord, ...] = ()
+
+    def without_kept_state(self) -> LoggedStep:
+        """The same step with its fits to be trained again when replayed (their kept state
+        cannot be read by the workers that replay it, e.g. saved by the other Keras)."""
+        fits = tuple(dataclasses.replace(fit, source=None, paths=()) for fit in self.fits)
+        return dataclasses.replace(self, fits=fits)
 
 
 def merge_fit_records(per_rank: list[list[dict]]) -> tuple[FitRecord, ...]:
@@ -127,13 +134,14 @@ class RestoreReport:
     seconds: float = 0.0
     failed_cell: int | None = None   # 1-based position among the logged cells
     error: str = ""
+    rerun_reason: str = "no saved state"   # why fits_rerun fits trained again
 
     def line(self) -> str:
         text = (f"restored {self.cells} cell{'s' if self.cells != 1 else ''} in "
                 f"{self.seconds:.1f} s ({self.fits_restored} fit"
                 f"{'s' if self.fits_restored != 1 else ''} restored from checkpoints")
         if self.fits_rerun:
-            text += f", {self.fits_rerun} trained again: no saved state"
+            text += f", {self.fits_rerun} trained again: {self.rerun_reason}"
         text += ")"
         if self.failed_cell is not None:
             text += (f"; replaying cell {self.failed_cell} failed ({self.error}), so the "

@@ -27,6 +27,7 @@ from .function_calls import run_function
 from .limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
 from .private_network import network_for_workers
 from .recovery import Recovery, notice
+from .restarts import Restarts
 from .run_history import RunHistory, metrics_of
 from .run_settings import RunSettings
 from .runs import Runs, list_runs
@@ -60,7 +61,7 @@ class RemoteValue:
         return self._data.get("text/plain", "")
 
 
-class TFCluster(RunHistory, WorkerAccess, Sweeps):
+class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
     """A group of TensorFlow workers, one per ipyparallel engine.
 
     >>> with TFCluster.start(2) as cluster:
@@ -249,15 +250,9 @@ class TFCluster(RunHistory, WorkerAccess, Sweeps):
 
     # -- lifecycle -------------------------------------------------------------
 
-    def restart(self) -> None:
-        """Fresh engine processes, same size, bootstrapped again (variables reset)."""
-        # Refuse before killing anything: these engines may not be ours to replace.
-        self._group.check_restartable([w.host for w in self.workers])
-        self.replace_workers()
-        self.forget_state()
-
     def replace_workers(self) -> None:
-        """Kill the workers and bootstrap new ones; what they held is not brought back.
+        """Kill the workers and bootstrap new ones (running `self.keras`); what they held is
+        not brought back.
 
         Workers that cannot be replaced (attached by url file) are still killed:
         after a failure they sit blocked in collectives, of no use.

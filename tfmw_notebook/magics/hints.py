@@ -60,7 +60,9 @@ def private_network_hint(error_value: str, private: bool) -> str | None:
 
 
 # What TensorFlow says when a loaded SavedModel's signature (or a function traced
-# outside the strategy) is called inside the strategy's scope (measured, TF 2.21).
+# outside the strategy) is called inside the strategy's scope (measured, TF 2.21). The
+# workers correct the common case (worker/saved_model_calls.py); a TensorFlow without the
+# class that correction needs still raises it.
 _NEEDS_NO_SCOPE = re.compile(r"Trying to access a placeholder that is not supposed to be "
                              r"executed|cross-replica context in an in-replica context")
 
@@ -70,8 +72,35 @@ def no_scope_hint(error_value: str) -> str | None:
     if not _NEEDS_NO_SCOPE.search(error_value or ""):
         return None
     return ("this code cannot run inside the strategy's scope (which %%tfdist enters for "
-            "every cell), e.g. calling a loaded SavedModel: run the cell with "
-            "`%%tfdist --no-scope`")
+            "every cell): run the cell with `%%tfdist --no-scope`")
+
+
+# Keras-2 code (tf.keras before TensorFlow 2.16) run where tf.keras is Keras 3: what Keras 3
+# says, by exception type and a pattern searched in the message. Observed messages (Keras
+# 3.15.1, TF 2.21, one process) are in tests/test_keras3_corrections_unit.py.
+_KERAS2_CODE: tuple[tuple[str, str], ...] = (
+    ("AttributeError", r"has no attribute '(reset_states|save_spec)'$"),
+    # e.g. tf.keras.losses.mean_squared_error: Keras 3's tf.keras lacks many Keras 2 names
+    ("AttributeError", r"^module 'keras\._tf_keras\.keras(\.\w+)*' has no attribute "),
+    ("ImportError", r"`keras\.optimizers\.legacy` is not supported in Keras 3"),
+    ("ValueError", r"^Invalid filepath extension for saving\. Please add either a `\.keras`"),
+    ("ValueError", r"^File format not supported: filepath=.*Keras 3 only supports"),
+    ("ValueError", r"^The `save_format` argument is deprecated in Keras 3"),
+    ("ValueError", r"^The filename must end in `\.weights\.h5`"),
+)
+
+
+def keras2_code_hint(exc_type_name: str, message: str, workers_keras: int) -> str | None:
+    """For code written for Keras 2 that fails because the workers' tf.keras is Keras 3
+    (`workers_keras`, 3 or 2: `%tfdist start --keras`); None for any other error."""
+    short = exc_type_name.rsplit(".", 1)[-1]
+    if workers_keras != 3 or not any(
+            short == type_name and re.search(pattern, message or "", re.DOTALL)
+            for type_name, pattern in _KERAS2_CODE):
+        return None
+    return ("This is Keras 2 code (tf.keras before TensorFlow 2.16) and the workers' tf.keras "
+            "is Keras 3: `%tfdist restart --keras 2` gives them tf-keras and replays the "
+            "earlier cells.")
 
 
 # Errors that mixing the two Kerases (or Keras 3 without the workers' corrections) raises.

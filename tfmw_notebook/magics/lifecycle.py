@@ -60,9 +60,17 @@ class LifecycleCommands(CommandBase):
 
     def _restart(self, args) -> None:
         cluster = self._require_cluster()
-        self._guarded(cluster.restart)
-        print(f"restarted: {cluster.size} fresh workers in {cluster.last_restart_seconds:.1f} s "
-              "(their variables were reset)")
+        if args.keras is None:
+            self._guarded(cluster.restart)
+            print(f"restarted: {cluster.size} fresh workers in "
+                  f"{cluster.last_restart_seconds:.1f} s (their variables were reset)")
+            return
+        report = self._guarded(lambda: cluster.restart(keras=args.keras))
+        given_back = (report.line() if report is not None else
+                      "nothing to replay: their variables were reset")
+        print(f"restarted: {cluster.size} fresh workers running {cluster.keras_version} "
+              f"(TensorFlow {cluster.tf_version}) in {cluster.last_restart_seconds:.1f} s; "
+              f"{given_back}")
 
     def _stop(self, args) -> None:
         cluster = self._require_cluster()

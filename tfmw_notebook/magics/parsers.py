@@ -94,6 +94,14 @@ def _address_map(text: str) -> dict[str, str]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _keras_version(text: str) -> int:
+    if text.strip() not in [str(version) for version in KERAS_VERSIONS]:
+        raise argparse.ArgumentTypeError(
+            f"expected {' or '.join(str(v) for v in KERAS_VERSIONS)} (3: tf.keras is Keras 3; "
+            f"2: tf.keras is tf-keras), got {text!r}; the workers were not touched")
+    return int(text)
+
+
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT, metavar="S",
                         help="seconds to wait for engines and TensorFlow to come up "
@@ -140,8 +148,11 @@ def _line_parser() -> Parser:
     runs.add_argument("--root", metavar="DIR", default=None,
                       help="where the runs are (default ./tfdist_checkpoints)")
     _add_tracking_command(commands)
-    commands.add_parser("restart", help="fresh engine processes, same size; variables are reset "
-                        "(nothing is replayed)")
+    restart = commands.add_parser("restart", help="fresh engine processes, same size; "
+                                  "variables are reset (with --keras: replayed)")
+    restart.add_argument("--keras", type=_keras_version, default=None, metavar="3|2",
+                         help="switch the workers' Keras (as --keras of start) and replay the "
+                              "pushes and cells run so far on them (each fit trains again)")
     commands.add_parser("stop", help="end every process the cluster started")
     return parser
 
@@ -232,8 +243,8 @@ def _cell_parser() -> Parser:
                              "DIR (default ./tfdist_tensorboard/<the run's name>); see "
                              "`%%tfdist tensorboard`")
     parser.add_argument("--no-scope", action="store_true",
-                        help="run the cell outside the strategy's scope (calling a loaded "
-                             "SavedModel's signature, inference on a model built outside)")
+                        help="run the cell outside the strategy's scope, as code runs in "
+                             "one process (e.g. inference on a model built outside it)")
     parser.add_argument("--name", default=None, metavar="NAME",
                         help="name this cell's run (default run-N); its record and "
                              "checkpoints go to ./tfdist_checkpoints/NAME; see %%tfdist runs")

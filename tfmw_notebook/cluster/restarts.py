@@ -1,0 +1,67 @@
+"""`%tfdist restart [--keras 3|2]`: fresh workers, or workers that run the other Keras.
+
+A plain restart gives fresh workers with their variables reset. TensorFlow reads which
+Keras `tf.keras` is (TF_USE_LEGACY_KERAS) once, at import, so switching Keras also needs new
+worker processes; they are replaced as by any restart, then the pushes and cells run so
+far are replayed on them as after a failure (recovery.py), quietly and in order. Each
+replayed fit() trains again: the state a fit ended with was kept by the other Keras, which
+this one cannot read into its models.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import cast
+
+from ..errors import BadArgument
+from ..protocol.tfconfig import KERAS_VERSIONS, EngineReport, keras_environment
+from .engines import EngineGroup, relaunch_environment
+from .interrupt_hold import one_interrupt_held
+from .recovery import Recovery, WorkerGroup
+from .state_log import KeptState, RestoreReport
+
+# Why the replayed fits train again, for the restore's line.
+OTHER_KERAS = "their kept state is of the other Keras"
+
+
+class Restarts:
+    """TFCluster's base for `restart`; TFCluster sets what is declared here."""
+
+    _group: EngineGroup
+    workers: list[EngineReport]          # index = rank
+    keras: int
+    kept: KeptState
+    restore_state: bool
+    replace_workers: Callable[[], None]
+    forget_state: Callable[[], None]
+
+    def restart(self, keras: int | None = None) -> RestoreReport | None:
+        """Fresh engine processes, same size, bootstrapped again (variables reset).
+
+        With `keras` (3 or 2, as for start) the new workers run that Keras and the
+        pushes and cells run so far are replayed on them; returns what that replay did
+        (None when there was nothing to replay, or `%tfdist restore off`). New workers
+        that cannot start raise, and the cluster stays set to `keras`: a restart with
+        the other one brings that kind of worker back.
+        """
+        if keras is not None and keras not in KERAS_VERSIONS:
+            raise BadArgument(f"Invalid value for argument `keras`. Received: keras={keras!r}. "
+                              f"Expected one of {KERAS_VERSIONS}")
+        # Refuse before killing anything: these engines may not be ours to replace.
+        self._group.check_restartable([w.host for w in self.workers])
+        if keras is None:
+            self.replace_workers()
+            self.forget_state()
+            return None
+        log = [step.without_kept_state() for step in self.kept.log.snapshot()]
+        self.keras = keras
+        relaunch_environment(self._group, keras_environment(keras))
+        with one_interrupt_held("restarting the workers"):
+            self.replace_workers()
+        self.forget_state()   # the snapshots the old workers kept, unreadable now
+        if not (self.restore_state and log):
+            return None
+        with one_interrupt_held("giving the fresh workers their state back"):
+            group = cast(WorkerGroup, self)   # TFCluster, the class this is a base of
+            return Recovery(group).restore(log, RestoreReport(rerun_reason=OTHER_KERAS),
+                                           announce=False)
