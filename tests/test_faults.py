@@ -190,6 +190,40 @@ def test_a_worker_holding_the_gil_is_busy_not_lost(kernel):
     assert per_worker(kernel, "held")[1] >= 11.5
 
 
+# In the notebook: rank 0's first dashboard update holds the watch loop up for 8 s, as the
+# first drawing's import of matplotlib did on a loaded machine; every probe is recorded.
+HELD_UP_NOTEBOOK = """\
+import time
+from tfmw_notebook.cluster import worker_probe
+from tfmw_notebook.widgets import live
+probed, held_up = [], []
+real_judge_all, real_on_data = worker_probe.judge_all, live.LiveRun.on_data
+
+def recorded_judge_all(workers):
+    probed.append([worker.engine_id for worker in workers])
+    return real_judge_all(workers)
+
+def slow_on_data(self, rank, data):
+    if rank == 0 and not held_up:
+        held_up.append(rank)
+        time.sleep(8)
+    return real_on_data(self, rank, data)
+
+worker_probe.judge_all, live.LiveRun.on_data = recorded_judge_all, slow_on_data
+"""
+
+
+def test_beats_that_came_while_the_notebook_was_held_up_are_counted(kernel):
+    """The workers beat all along: no one is judged silent, not even probed."""
+    kernel.ok(HELD_UP_NOTEBOOK)
+    try:
+        kernel.ok("%%tfdist\nimport time\ntime.sleep(12)", timeout=120)
+        out = kernel.ok("print(held_up, probed)")
+    finally:
+        kernel.ok("worker_probe.judge_all, live.LiveRun.on_data = real_judge_all, real_on_data")
+    assert out.stdout.strip() == "[0] []", out.stdout
+
+
 def test_interrupt_stops_every_worker(kernel, tmp_path):
     marker = str(tmp_path / "training")
     kernel.ok("%%tfdist\n" + MNIST_SETUP)

@@ -205,3 +205,17 @@ def test_a_tensorflow_port_is_judged_by_its_http2_greeting():
         thread.start()
         assert grpc_verdict("127.0.0.1", server.getsockname()[1]) == "busy"
         thread.join(timeout=5)
+
+
+def test_beats_that_arrived_while_the_notebook_was_held_up_count_before_judging():
+    """The watch loop looked at rank 0, then drew the dashboard for 9 s (its first drawing
+    imports matplotlib): rank 0 beat all along, and its latest data says so."""
+    clock = Clock()
+    watch = SilenceWatch(2, silence=6.0, clock=clock)
+    watch.see(0, {ALIVE_KEY: 1})
+    clock.now += 9.0                          # held up in rank 0's dashboard update
+    watch.see(1, {ALIVE_KEY: 10})
+    latest = {0: {ALIVE_KEY: 10}, 1: {ALIVE_KEY: 10}}
+    assert watch.silent([0, 1], latest) == []
+    clock.now += 6.0
+    assert watch.silent([0, 1], latest) == [0, 1]   # and now neither has beaten for 6 s

@@ -153,7 +153,7 @@ class CellWatch:
         Unless the controller every beat passes through is the one gone (it no longer
         accepts connections)."""
         running = [rank for rank, future in enumerate(futures) if not future.done()]
-        silent = self._silence.silent(running)
+        silent = self._silence.silent(running, {rank: futures[rank].data for rank in running})
         if not silent:
             return
         quiet = self._silence.quiet_for(silent[0])

@@ -47,9 +47,17 @@ class SilenceWatch:
     def quiet_for(self, rank: int) -> float:
         return self._clock() - self._heard_at[rank]
 
-    def silent(self, running: list[int]) -> list[int]:
+    def silent(self, running: list[int],
+               latest: Mapping[int, Mapping | None] | None = None) -> list[int]:
         """The running ranks not heard from for `silence` seconds, and not vouched for
-        in the last `recheck` seconds."""
+        in the last `recheck` seconds.
+
+        `latest`: each running rank's published data as it stands now. The notebook's
+        loop may have been held up since it last looked (its first dashboard drawing
+        imported matplotlib for 7.9 s on a loaded machine, measured) while the beats
+        kept arriving: they are taken in before anyone is judged."""
+        for rank in running:
+            self.see(rank, (latest or {}).get(rank))
         now = self._clock()
         return [rank for rank in running if self.quiet_for(rank) >= self.silence
                 and now - self._vouched_at[rank] >= self.recheck]
