@@ -141,3 +141,81 @@ def test_stall_limits_are_checked_where_made():
     assert StallLimits().warning == 60.0 and StallLimits().timeout is None
     with pytest.raises(ValueError, match="Invalid value for argument `timeout`"):
         StallLimits(timeout=0)
+
+
+def test_a_silent_rank_seen_running_is_busy_and_asked_again_a_second_later():
+    clock = Clock()
+    watch = SilenceWatch(2, silence=6.0, clock=clock, recheck=1.0)
+    clock.now += 6.0
+    assert watch.silent([0, 1]) == [0, 1]
+    watch.vouch(1)                            # its process runs: busy
+    assert watch.busy(1) and not watch.busy(0)
+    assert watch.silent([0, 1]) == [0]
+    clock.now += 1.0
+    assert watch.silent([0, 1]) == [0, 1]     # the probe's word holds one recheck period
+    assert watch.quiet_for(1) == pytest.approx(7.0)
+    watch.see(1, {ALIVE_KEY: 1})              # it beats again: no longer busy
+    assert not watch.busy(1) and watch.silent([1]) == []
+
+
+def test_a_busy_rank_is_stalled_since_its_last_beat_while_another_waits():
+    from tfmw_notebook.cluster.liveness import SILENT, StallWatch
+    from tfmw_notebook.protocol.events import FRAMEWORK, WHERE_KEY
+
+    clock = Clock()
+    watch = StallWatch(2, clock=clock)
+    tracing = {ALIVE_KEY: 3, WHERE_KEY: FRAMEWORK}     # its last beat: inside TensorFlow
+    watch.see(0, tracing, output_size=0)
+    watch.see(1, tracing, output_size=0)
+    clock.now += 20
+    watch.see(0, tracing, output_size=0)
+    watch.see(1, tracing, output_size=0, silent_for=20.0)
+    assert watch.stalled([0, 1], after=15.0) == [(1, 20.0, SILENT)]
+    watch.see(1, tracing, output_size=1)               # it printed: progress
+    assert watch.stalled([0, 1], after=1.0) == []
+
+
+def test_a_tensorflow_port_is_judged_by_its_http2_greeting():
+    import socket
+    import threading
+
+    from tfmw_notebook.cluster.worker_probe import grpc_verdict
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        refused_port = closed.getsockname()[1]      # nothing listens once it is closed
+    assert grpc_verdict("127.0.0.1", refused_port) == "gone"
+
+    with socket.socket() as mute:                   # accepted by the kernel, never answered
+        mute.bind(("127.0.0.1", 0))
+        mute.listen()
+        assert grpc_verdict("127.0.0.1", mute.getsockname()[1], greeting=0.3) == "stopped"
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+
+        def greet():
+            connection, _ = server.accept()
+            with connection:
+                connection.recv(64)
+                connection.sendall(bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))   # SETTINGS, empty
+
+        thread = threading.Thread(target=greet, daemon=True)
+        thread.start()
+        assert grpc_verdict("127.0.0.1", server.getsockname()[1]) == "busy"
+        thread.join(timeout=5)
+
+
+def test_beats_that_arrived_while_the_notebook_was_held_up_count_before_judging():
+    """The watch loop looked at rank 0, then drew the dashboard for 9 s (its first drawing
+    imports matplotlib): rank 0 beat all along, and its latest data says so."""
+    clock = Clock()
+    watch = SilenceWatch(2, silence=6.0, clock=clock)
+    watch.see(0, {ALIVE_KEY: 1})
+    clock.now += 9.0                          # held up in rank 0's dashboard update
+    watch.see(1, {ALIVE_KEY: 10})
+    latest = {0: {ALIVE_KEY: 10}, 1: {ALIVE_KEY: 10}}
+    assert watch.silent([0, 1], latest) == []
+    clock.now += 6.0
+    assert watch.silent([0, 1], latest) == [0, 1]   # and now neither has beaten for 6 s

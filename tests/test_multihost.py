@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from kernel_session import kernel_with_extension
+from kernel_session import kernel_with_extension, per_worker
 from sim_hosts import sim_hosts_or_skip
 
 pytestmark = pytest.mark.timeout(300)
@@ -168,6 +168,19 @@ def test_engines_started_by_hand_train_across_two_hosts(sim, manual, kernel):
     text = kernel.ok("%tfdist status").stdout
     assert names[0] in text and names[1] in text
     print(f"attach across 2 hosts x 2 engines: {attach_seconds:.1f} s")
+
+
+def test_a_remote_worker_holding_the_gil_is_busy_not_lost(sim, manual, kernel):
+    """Its heartbeat cannot beat for 12 s; its TensorFlow server (gRPC's threads, no GIL)
+    answers the probe: the cell ends on the same processes, its names kept."""
+    before = status(kernel)
+    out = kernel.execute("%%tfdist --no-checkpoint\nimport ctypes\nheld_here = tfdist.rank\n"
+                         "if tfdist.rank == 2:\n    ctypes.PyDLL(None).sleep(12)", timeout=120)
+
+    assert out.status == "ok", out.error_text + out.stderr
+    assert "not heard from" not in out.stderr, out.stderr
+    assert [row["pid"] for row in status(kernel)] == [row["pid"] for row in before]
+    assert per_worker(kernel, "held_here") == [0, 1, 2, 3]
 
 
 def test_killed_remote_engine_is_named_with_its_host_and_the_user_told_what_to_run(

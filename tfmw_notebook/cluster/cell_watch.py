@@ -23,10 +23,10 @@ from ..errors import (
 )
 from ..protocol.run_options import FitState
 from ..protocol.tfconfig import EngineReport
-from . import death_cause
-from .engines import EngineGroup, exit_code, is_this_host, nothing_listens, pid_alive
+from . import death_cause, worker_probe
+from .engines import EngineGroup, exit_code, is_this_host, pid_alive
 from .limits import POLL_SECONDS, SILENCE_SECONDS
-from .liveness import SilenceWatch, StallWatch
+from .liveness import SILENT, SilenceWatch, StallWatch
 from .output import OutputRelay
 from .run_settings import RunSettings
 from .worker_calls import WorkerCalls
@@ -140,15 +140,20 @@ class CellWatch:
                         len(futures))
         for rank, future in enumerate(futures):
             self._silence.see(rank, future.data)
-            self._stalls.see(rank, future.data, len(future.stdout or "") + len(future.stderr or ""))
+            silent_for = self._silence.quiet_for(rank) if self._silence.busy(rank) else None
+            self._stalls.see(rank, future.data, len(future.stdout or "") + len(future.stderr or ""),
+                             silent_for)
             if self.settings.on_data is not None:
                 self.settings.on_data(rank, future.data)
 
     def _check_heard_from(self, futures) -> None:
-        """A running rank whose heartbeat stopped is lost, unless the controller every
-        beat passes through is the one gone (it no longer accepts connections)."""
+        """A running rank whose heartbeat stopped is looked at (worker_probe.py): one
+        whose process runs is busy, not lost (a C call holds its GIL, say) and is
+        waited for, like any slow rank; one stopped, gone or out of reach is lost.
+        Unless the controller every beat passes through is the one gone (it no longer
+        accepts connections)."""
         running = [rank for rank, future in enumerate(futures) if not future.done()]
-        silent = self._silence.silent(running)
+        silent = self._silence.silent(running, {rank: futures[rank].data for rank in running})
         if not silent:
             return
         quiet = self._silence.quiet_for(silent[0])
@@ -157,18 +162,34 @@ class CellWatch:
             raise _failed(f"the ipyparallel controller at {host}:{port} does not answer "
                           f"(no worker heard from for {quiet:.0f} s): it has stopped, or "
                           "its host is cut off", kind="controller")
-        if all(not is_this_host(self.workers[rank].host)
-               and nothing_listens(self.workers[rank].address, self.workers[rank].port)
-               for rank in silent):
+        verdicts = dict(zip(silent, worker_probe.judge_all([self.workers[r] for r in silent])))
+        for rank in (rank for rank, verdict in verdicts.items() if verdict == "busy"):
+            self._silence.vouch(rank)
+        lost = [rank for rank, verdict in verdicts.items() if verdict in ("stopped", "unreachable")]
+        if lost:
+            raise self._lost(lost, verdicts)
+        gone = [rank for rank, verdict in verdicts.items() if verdict == "gone"]
+        if gone:
             # Their hosts answer but refuse the workers' TensorFlow ports: the processes
             # are gone (a cancelled batch job, say), the hosts are not cut off.
-            raise self._death(silent)
-        names = ", ".join(self._describe(rank) for rank in silent)
-        elsewhere = tuple(dict.fromkeys(self.workers[rank].host for rank in silent
-                                        if not is_this_host(self.workers[rank].host)))
-        raise _failed(f"worker {names} not heard from for {quiet:.0f} s: its host may be down "
-                      "or cut off from this one", kind="lost", rank=silent[0],
-                      retryable=not elsewhere, lost_hosts=elsewhere)
+            raise self._death(gone)
+
+    def _lost(self, ranks: list[int], verdicts: dict[int, worker_probe.Verdict]) -> WorkerFailed:
+        names = ", ".join(self._describe(rank) for rank in ranks)
+        reasons = "; ".join(dict.fromkeys(self._why_lost(rank, verdicts[rank]) for rank in ranks))
+        cut_off = tuple(dict.fromkeys(self.workers[rank].host for rank in ranks
+                                      if verdicts[rank] == "unreachable"))
+        quiet = self._silence.quiet_for(ranks[0])
+        return _failed(f"worker {names} not heard from for {quiet:.0f} s: {reasons}",
+                       kind="lost", rank=ranks[0], retryable=not cut_off, lost_hosts=cut_off)
+
+    def _why_lost(self, rank: int, verdict: worker_probe.Verdict) -> str:
+        if verdict == "unreachable":
+            return "its host may be down or cut off from this one"
+        if is_this_host(self.workers[rank].host):
+            return "its process is stopped"
+        return ("its host answers but its TensorFlow server does not: the process is "
+                "stopped or hung")
 
     def _check_stalls(self, futures) -> None:
         """Name a rank stuck in its own code while others wait (--stall-warning), and end
@@ -182,15 +203,15 @@ class CellWatch:
             if limits.timeout is not None and seconds >= limits.timeout:
                 raise _failed(
                     f"worker {self._describe(rank)} made no progress for {seconds:.0f} s, stuck "
-                    f"in its own code at {where} while the others waited "
+                    f"{_place(where)} while the others waited "
                     f"(`StallLimits(timeout={limits.timeout:g})`); every worker was stopped",
                     kind="timeout", rank=rank)
             if limits.warning is not None and seconds >= limits.warning:
                 if rank not in self._warned:
                     self._warned.add(rank)
                     sys.stderr.write(f"tfdist: worker {self._describe(rank)} has made no "
-                                     f"progress for {seconds:.0f} s, in its own code at "
-                                     f"{where}, while the others wait for it\n")
+                                     f"progress for {seconds:.0f} s, {_place(where)}, "
+                                     "while the others wait for it\n")
                     sys.stderr.flush()
                 if self.settings.on_stall is not None:
                     self.settings.on_stall(rank, seconds, where)
@@ -254,6 +275,14 @@ class CellWatch:
 
     def dead_ranks(self) -> list[int]:
         return dead_ranks(self.group, self.workers)
+
+
+def _place(where: str) -> str:
+    """Where a stalled rank is stuck, for the notebook's messages."""
+    if where == SILENT:
+        return ("with its heartbeat silent while its process runs (a call that keeps "
+                "Python's GIL, say)")
+    return f"in its own code at {where}"
 
 
 def _failed(summary: str, **details) -> WorkerFailed:
