@@ -444,3 +444,24 @@ def test_when_an_axis_is_logarithmic(values, log):
     from tfmw_notebook.widgets.figures import wants_log_scale
 
     assert wants_log_scale(values) is log
+
+
+def test_matplotlib_is_imported_off_the_watch_loop_once_a_cluster_is_up():
+    """The start's background import leaves the dashboard's first drawing nothing to import
+    (in a fresh interpreter: other tests here have imported matplotlib already)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from tfmw_notebook.widgets.figures import import_matplotlib_in_background\n"
+            "assert 'matplotlib.figure' not in sys.modules\n"
+            "thread = import_matplotlib_in_background()\n"
+            "assert thread is not None and thread.daemon\n"
+            "thread.join(60)\n"
+            "print(sorted(m for m in ('matplotlib.figure', 'matplotlib.backends.backend_agg',"
+            " 'matplotlib.pyplot') if m in sys.modules), import_matplotlib_in_background())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout.split("\n")[0]
+    # Agg and the figure, not pyplot (its global backend stays the notebook's), and a
+    # second call has nothing to do.
+    assert out == "['matplotlib.backends.backend_agg', 'matplotlib.figure'] None", out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from IPython.core.error import UsageError
 
 from ..cluster.tfcluster import TFCluster
+from ..widgets.figures import import_matplotlib_in_background
 from .base import CommandBase
 
 
@@ -44,6 +45,7 @@ class LifecycleCommands(CommandBase):
         cluster.restore_state = self.session.preferences.restore
         self.session.cluster = cluster
         print(cluster.describe())
+        import_matplotlib_in_background()   # before the first cell's dashboard needs it
 
     def _status(self, args) -> None:
         cluster = self._require_cluster()

@@ -7,6 +7,8 @@ pyplot's global state and backend alone) into PNGs shown in an `ipywidgets.Image
 from __future__ import annotations
 
 import html
+import sys
+import threading
 
 import ipywidgets as widgets
 
@@ -86,3 +88,16 @@ def wants_log_scale(values) -> bool:
 def import_matplotlib() -> None:
     import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
+
+
+def import_matplotlib_in_background() -> threading.Thread | None:
+    """Import matplotlib on a thread of its own while the workers are idle: the first
+    drawing of a cell's dashboard would otherwise import it inside the loop that watches
+    the workers (7.9 s on a loaded machine, measured), holding up their output and the
+    notice of a failure. A drawing that comes first waits on Python's import lock."""
+    if "matplotlib.figure" in sys.modules and "matplotlib.backends.backend_agg" in sys.modules:
+        return None
+    thread = threading.Thread(target=import_matplotlib, name="tfdist-matplotlib-import",
+                              daemon=True)
+    thread.start()
+    return thread
