@@ -85,7 +85,8 @@ def crossentropy(y_true, y_pred):
 
 
 def wrong(y_true, y_pred):
-    right = keras.ops.argmax(y_pred, axis=-1) == keras.ops.cast(y_true[:, 0], "int64")
+    right = keras.ops.equal(keras.ops.cast(keras.ops.argmax(y_pred, axis=-1), "int32"),
+                            keras.ops.cast(y_true[:, 0], "int32"))
     return 1.0 - keras.ops.cast(right, "float32")
 
 
@@ -277,7 +278,7 @@ model, _ = fit_and_evaluate(base_loss, metrics=[CategoricalTruePositives()])
      METRIC_FIT, "because it doesn't have device set"),
     ("_trainer.TensorFlowTrainer", "_symbolic_build", "defer_build_without_call",
      "import json\n" + GAN, "Unable to automatically build the model"),
-])
+], ids=["stateful-metric", "gan"])
 def test_each_correction_for_custom_code_is_needed(keras3, owner, name, correction, body,
                                                     failure):
     """Without read_variables_in_logs the stateful metric, without defer_build_without_call
