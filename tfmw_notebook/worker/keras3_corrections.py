@@ -31,7 +31,8 @@ from typing import Any
 from ..protocol.warning import TFDistWarning
 
 # Keras versions the corrections were verified on (2 workers, TF 2.21, CPU): 3.10.0, 3.13.2
-# and 3.15.1. The internals they patch read the same in all three (3.11, 3.12, 3.14 not run).
+# and 3.15.1. The internals they patch read the same in all three (3.11, 3.12, 3.14 not run);
+# read_variables_in_logs and defer_build_without_call were run on 3.15.1 only.
 VERIFIED_KERAS: tuple[str, str] = (">=3.10", "<3.16")
 
 _MARK = "_tfmw_keras3_correction"   # set on every replacement, so nothing is patched twice
