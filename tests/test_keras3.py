@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from keras3_cells import without_correction
 from kernel_session import kernel_with_cluster
 
 pytestmark = pytest.mark.timeout(900)
@@ -350,32 +351,26 @@ def test_mixed_precision_workers_skip_or_apply_each_step_together(keras3):
     assert first == second
 
 
-UNCORRECTED_FIT = """\
-import keras
-from keras.src.backend.tensorflow import trainer as _trainer
-_owner = {owner}
-_corrected = getattr(_owner, {name!r})
-setattr(_owner, {name!r}, _corrected.__wrapped__)   # as Keras 3 ships it
-try:
-    keras.utils.set_random_seed(1)
-    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
-    model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
-    model.fit(x, y, batch_size=64, epochs=1, verbose=0)
-finally:
-    setattr(_owner, {name!r}, _corrected)
+PLAIN_FIT = """\
+keras.utils.set_random_seed(1)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse", metrics=["mae"])
+model.fit(x, y, batch_size=64, epochs=1, verbose=0)
 """
 
 
-@pytest.mark.parametrize("owner, name, failure", [
-    ("_trainer.TensorFlowTrainer", "_maybe_symbolic_build", "Attempt to convert a value"),
-    ("_trainer", "reduce_per_replica", "Invalid reduction dimension 0"),
+@pytest.mark.parametrize("owner, name, correction, failure", [
+    ("_trainer.TensorFlowTrainer", "_maybe_symbolic_build", "build_from_local_batch",
+     "Attempt to convert a value"),
+    ("_trainer", "reduce_per_replica", "mean_logs_across_workers",
+     "Invalid reduction dimension 0"),
 ])
-def test_each_fit_correction_is_needed(keras3, owner, name, failure):
-    """Without build_from_local_batch, or without mean_logs_across_workers (the other one
+def test_each_fit_correction_is_needed(keras3, owner, name, correction, failure):
+    """Without build_from_local_batch, or without mean_logs_across_workers (the others
     kept), Keras 3's fit fails on 2 workers as upstream's does; test_code_as_keras_io_teaches...
     shows it trains with both."""
     out = keras3.execute("%%tfdist --no-dashboard --no-checkpoint\n" + DATA
-                         + UNCORRECTED_FIT.format(owner=owner, name=name), timeout=300)
+                         + without_correction(owner, name, correction, PLAIN_FIT), timeout=300)
     assert out.status == "error", out.stdout
     assert failure in out.error_text + out.stderr, out.error_text
     keras3.ok("%%tfdist\nprint(tfdist.rank)")   # the workers were brought back

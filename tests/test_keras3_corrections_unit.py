@@ -147,6 +147,38 @@ def test_replace_never_wraps_twice():
     assert Owner.method.__name__ == "method"
 
 
+def test_two_corrections_wrap_one_function_each_once_the_later_outside():
+    class Owner:
+        def method(self):
+            return ["original"]
+
+    original = Owner.method
+
+    def wrap_with(label):
+        def wrap(function):
+            def method(self):
+                return [label] + function(self)
+            return method
+        return wrap
+
+    assert kc.corrections_on(original) == []
+    assert kc._replace(Owner, "method", "inner", wrap_with("inner")) is True
+    assert kc._replace(Owner, "method", "outer", wrap_with("outer")) is True
+    assert kc._replace(Owner, "method", "inner", wrap_with("inner")) is False
+    assert kc._replace(Owner, "method", "outer", wrap_with("outer")) is False
+    assert Owner().method() == ["outer", "inner", "original"]
+    assert kc.corrections_on(Owner.method) == ["outer", "inner"]
+    assert Owner.method.__wrapped__.__wrapped__ is original
+
+
+def test_the_corrections_and_their_order():
+    """read_variables_in_logs comes after mean_logs_across_workers: both wrap
+    reduce_per_replica, and the outer one must see the variables first."""
+    assert list(kc.CORRECTIONS) == [
+        "build_from_local_batch", "mean_logs_across_workers", "read_variables_in_logs",
+        "defer_build_without_call", "agree_on_finite_grads", "mean_moving_statistics"]
+
+
 def test_every_correction_has_a_docstring_naming_an_upstream_issue():
     for name, correction in kc.CORRECTIONS.items():
         assert correction.__name__ == name

@@ -1,10 +1,12 @@
 """Corrections that let Keras 3 (TensorFlow backend) train under MultiWorkerMirroredStrategy.
 
 Keras 3 does not support MWMS upstream (keras-team/keras#20585, tensorflow/tensorflow#72388):
-on 2 workers `fit`, `evaluate` and `train_on_batch` fail, mixed precision can hang, and
-BatchNormalization's moving statistics drift apart. Each function below patches one Keras
-internal, in the worker process only, and is named after what it makes true; its docstring
-names the upstream issue. `apply()` applies them all, once, after the strategy exists.
+on 2 workers `fit`, `evaluate` and `train_on_batch` fail, mixed precision can hang,
+BatchNormalization's moving statistics drift apart, and neither a metric whose result is its
+state variable nor a model with no `call()` (keras.io's GAN) can fit. Each function below
+patches one Keras internal (two may wrap the same one, each once), in the worker process
+only, and is named after what it makes true; its docstring names the upstream issue.
+`apply()` applies them all, once, after the strategy exists.
 
 Invariant: a correction changes what Keras does only under a strategy in multi-worker mode
 (Keras' own test, `_collective_all_reduce_multi_worker`); with no strategy, the default
@@ -29,7 +31,8 @@ from typing import Any
 from ..protocol.warning import TFDistWarning
 
 # Keras versions the corrections were verified on (2 workers, TF 2.21, CPU): 3.10.0, 3.13.2
-# and 3.15.1. The internals they patch read the same in all three (3.11, 3.12, 3.14 not run).
+# and 3.15.1. The internals they patch read the same in all three (3.11, 3.12, 3.14 not run);
+# read_variables_in_logs and defer_build_without_call were run on 3.15.1 only.
 VERIFIED_KERAS: tuple[str, str] = (">=3.10", "<3.16")
 
 _MARK = "_tfmw_keras3_correction"   # set on every replacement, so nothing is patched twice
@@ -107,10 +110,20 @@ def _multi_worker(strategy: Any) -> bool:
         strategy)
 
 
+def corrections_on(function: Any) -> list[str]:
+    """The corrections wrapped around `function`, outermost first ([] for Keras' own)."""
+    names = []
+    while getattr(function, _MARK, None):
+        names.append(getattr(function, _MARK))
+        function = function.__wrapped__
+    return names
+
+
 def _replace(owner: Any, name: str, correction: str, wrap: Callable[[Any], Any]) -> bool:
-    """Set `owner.name` to `wrap(original)`, unless a correction already replaced it."""
+    """Set `owner.name` to `wrap(original)`, unless this correction already wraps it (two
+    corrections may wrap one internal, each once)."""
     original = getattr(owner, name)
-    if getattr(original, _MARK, None):
+    if correction in corrections_on(original):
         return False
     replacement = functools.wraps(original)(wrap(original))
     setattr(replacement, _MARK, correction)
@@ -176,6 +189,65 @@ def mean_logs_across_workers() -> bool:
     return _replace(_trainer_module(), "reduce_per_replica", "mean_logs_across_workers", wrap)
 
 
+def read_variables_in_logs() -> bool:
+    """keras-team/keras#20585 (no issue of its own found): a step log that is a variable is
+    logged by value, its aggregate over every replica.
+
+    A metric whose `result()` returns its state variable (keras.io's
+    `CategoricalTruePositives` returns `self.true_positives`, made by `add_variable`: sum
+    aggregation, synchronized on read) puts a Keras Variable into the logs. In multi-worker
+    mode `reduce_per_replica` hands every log to `strategy.reduce`, which needs a tensor with
+    a device: measured, `ValueError: Cannot convert input_tensor to a PerReplica object
+    because it doesn't have device set` in fit and evaluate. With one worker Keras passes it
+    on and reads it later, in cross-replica context, where it is the sum over replicas: what
+    one process counts on the global batch. Here it is read so inside the step function,
+    where every worker runs that collective at the same point (a callback on one worker
+    reading it later would wait alone). Other logs go on to Keras (or the next correction).
+    """
+    import tensorflow as tf
+    from keras.src import backend, tree
+
+    def read(value: Any, strategy: Any) -> Any:
+        with strategy.scope():
+            return tf.convert_to_tensor(value)
+
+    def wrap(original: Callable) -> Callable:
+        def reduce_per_replica(values, strategy, reduction):
+            if not _multi_worker(strategy):
+                return original(values, strategy, reduction)
+            return tree.map_structure(
+                lambda v: read(v, strategy) if isinstance(v, (backend.Variable, tf.Variable))
+                else original(v, strategy, reduction), values)
+        return reduce_per_replica
+
+    return _replace(_trainer_module(), "reduce_per_replica", "read_variables_in_logs", wrap)
+
+
+def defer_build_without_call() -> bool:
+    """keras-team/keras#20585 (no issue of its own found): a model with no `call()` of its
+    own, trained by its `train_step` (keras.io's GAN), is built when its step is traced.
+
+    Under any strategy `fit` first builds the model symbolically, running `call()` on
+    placeholders (`Trainer._symbolic_build`); `Model.call` raises NotImplementedError,
+    measured: `RuntimeError: Unable to automatically build the model`. With no strategy
+    Keras skips that build and the variables are made when the step is traced; here a
+    model without `call` takes that path in multi-worker mode too. Its sub-models (the
+    generator and discriminator) are built already; the optimizers build in the step.
+    """
+    from keras.src.models import model as keras_model
+
+    def wrap(original: Callable) -> Callable:
+        def _symbolic_build(self, iterator=None, data_batch=None):
+            if (type(self).call is keras_model.Model.call
+                    and _multi_worker(getattr(self, "_distribute_strategy", None))):
+                return None
+            return original(self, iterator=iterator, data_batch=data_batch)
+        return _symbolic_build
+
+    return _replace(_trainer_module().TensorFlowTrainer, "_symbolic_build",
+                    "defer_build_without_call", wrap)
+
+
 def agree_on_finite_grads() -> bool:
     """keras-team/keras#18666 (its fix, #18691, assumes one process): every worker skips or
     applies the same loss-scaled step.
@@ -237,6 +309,8 @@ def mean_moving_statistics() -> bool:
 CORRECTIONS: dict[str, Callable[[], bool]] = {
     "build_from_local_batch": build_from_local_batch,
     "mean_logs_across_workers": mean_logs_across_workers,
+    "read_variables_in_logs": read_variables_in_logs,   # after, so it wraps the one above
+    "defer_build_without_call": defer_build_without_call,
     "agree_on_finite_grads": agree_on_finite_grads,
     "mean_moving_statistics": mean_moving_statistics,
 }
