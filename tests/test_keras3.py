@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from keras3_cells import without_correction
+from keras3_cells import KEEP_WEIGHTS, digests, without_correction
 from kernel_session import kernel_with_cluster
 
 pytestmark = pytest.mark.timeout(900)
@@ -45,21 +45,6 @@ model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="
                           keras.layers.Dense(1)])
 model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
 """
-
-DIGESTS = """\
-import hashlib, json
-from tfmw_notebook import active_cluster
-_c = active_cluster()
-print(json.dumps([hashlib.sha256(b"".join(w.tobytes() for w in
-      _c.pull(["_weights"], rank=r)["_weights"])).hexdigest() for r in range(_c.size)]))
-"""
-
-KEEP_WEIGHTS = "_weights = [w for w in model.get_weights()]\n"
-
-
-def digests(kernel) -> list[str]:
-    return json.loads(kernel.ok(DIGESTS).stdout.strip().splitlines()[-1])
-
 
 def test_the_start_line_says_which_keras(keras3, keras2, tf_kernel):
     assert "Keras 3." in keras3.start_line, keras3.start_line
