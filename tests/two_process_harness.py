@@ -8,13 +8,13 @@ named paths hold. With `trace=True` each worker runs under strace, and the resul
 paths under the shared working directory each rank wrote.
 
 A worker: `import tensorflow as tf`, `strategy = tf.distribute.MultiWorkerMirroredStrategy()`
-first; then `chief_writes.install(is_chief=rank == 0)` when `patched`; then each scenario asked
-for, in turn (several share one pair of processes: TensorFlow's start-up is ~4 s): setup once,
-then `iterations` rounds of (barrier: a one-element all-reduce, as a training step would
-be; the step: one save, and the read-back the code does after it), each round's exception
-recorded, not raised, so that both ranks keep meeting at the barriers. Then each worker lists
-its copies, calls `cleanup()` and says whether they are gone, and the launcher lists the files
-at the named paths.
+first; then `chief_writes.install(is_chief=rank == 0, task_id=rank)` when `patched`; then each
+scenario asked for, in turn (several share one pair of processes: TensorFlow's start-up is
+~4 s): setup once, then `iterations` rounds of (barrier: a one-element all-reduce, as a
+training step would be; the step: one save, and the read-back the code does after it), each
+round's exception recorded, not raised, so that both ranks keep meeting at the barriers. Then
+each worker lists its copies, calls `cleanup()` and says whether they are gone, and the
+launcher lists the files at the named paths.
 
 chief_writes.py is loaded from its file, not through the package: it uses the standard library
 only. The Keras 3 fit scenarios import worker/keras3_corrections.py through the package.
@@ -693,7 +693,7 @@ def worker_main(args: dict) -> None:
     chief_writes = None
     if args["patched"]:
         chief_writes = _load_chief_writes()
-        chief_writes.install(is_chief=rank == 0)
+        chief_writes.install(is_chief=rank == 0, task_id=rank)
     result: dict[str, Any] = {"rank": rank, "private_tempdir": private, "scenarios": {}}
     for name in args["scenarios"]:
         result["scenarios"][name] = _run_scenario(tf, strategy, rank, args, name)

@@ -33,6 +33,7 @@ from . import (
     keras_flavour,
     keras_hooks,
     shared_strategy,
+    tf_keras_h5_loading,
     tracker_corrections,
 )
 from .context import WorkerContext
@@ -108,8 +109,9 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
         # workers was measured no faster and less steady (benchmarks/, --threads-experiment).
         strategy = _make_strategy(tf, settings.get("communication", "auto"))
     keras_flavour.prepare(keras)
+    tf_keras_h5_loading.install()
     input_release.install()
-    chief_writes.install(is_chief=settings["rank"] == 0)
+    chief_writes.install(is_chief=settings["rank"] == 0, task_id=settings["rank"])
     chief_tracking.install(is_chief=settings["rank"] == 0)
     tracker_corrections.install()
     _stop_on_sigterm()
