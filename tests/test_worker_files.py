@@ -15,7 +15,11 @@ MNIST's size: MNIST is a download):
 - "Distributed training with Keras" (keras.ipynb), its MirroredStrategy the cluster's
   multi-worker one, on tf-keras: fit with ModelCheckpoint(`ckpt_{epoch:04d}.weights.h5`,
   weights only), then every worker loads the newest file of the directory and evaluates;
-  then `model.save("my_model.keras")` and `load_model` outside and inside the scope.
+  then `model.save("my_model.keras")` and `load_model` outside and inside the scope. Its
+  other callbacks (TensorBoard, a learning-rate schedule and a print of it) are left out and
+  it runs 3 epochs, not 12: with them, on this 2-core machine under load, the chief went
+  silent after its first or second epoch and was restarted (on main too, without this
+  module's changes; each one alone removed did not help).
 """
 
 import json
@@ -26,6 +30,7 @@ import sys
 import pytest
 
 from kernel_session import kernel_with_cluster
+from two_process_harness import run_pair
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -288,28 +293,12 @@ with strategy.scope():
 checkpoint_dir = './training_checkpoints'
 checkpoint_prefix = os.path.join(checkpoint_dir, "ckpt_{epoch:04d}.weights.h5")
 
-def decay(epoch):
-  if epoch < 3:
-    return 1e-3
-  elif epoch >= 3 and epoch < 7:
-    return 1e-4
-  else:
-    return 1e-5
-
-class PrintLR(tf.keras.callbacks.Callback):
-  def on_epoch_end(self, epoch, logs=None):
-    print('\\nLearning rate for epoch {} is {}'.format(epoch + 1,
-                                                      model.optimizer.learning_rate.numpy()))
-
 callbacks = [
-    tf.keras.callbacks.TensorBoard(log_dir='./logs'),
     tf.keras.callbacks.ModelCheckpoint(filepath=checkpoint_prefix,
                                        save_weights_only=True),
-    tf.keras.callbacks.LearningRateScheduler(decay),
-    PrintLR()
 ]
 
-EPOCHS = 4
+EPOCHS = 3
 
 model.fit(train_dataset, epochs=EPOCHS, callbacks=callbacks)
 
@@ -351,9 +340,9 @@ def test_every_worker_loads_the_chiefs_newest_weights_file(kernel):
         pytest.skip("the tutorial's tf-keras fit: on Keras 3 see tests/test_keras3.py")
     kernel.ok("%%tfdist --no-checkpoint\n" + KERAS_TUTORIAL, timeout=600)
     saved = sorted(os.listdir(os.path.join(kernel.cwd, "training_checkpoints")))
-    assert saved == [f"ckpt_{epoch:04d}.weights.h5" for epoch in (1, 2, 3, 4)], saved
+    assert saved == [f"ckpt_{epoch:04d}.weights.h5" for epoch in (1, 2, 3)], saved
     assert on_every_worker(kernel, "str(latest_checkpoint)") == [
-        "training_checkpoints/ckpt_0004.weights.h5"] * 2
+        "training_checkpoints/ckpt_0003.weights.h5"] * 2
     # Both loaded the same weights (the chief's file), and found the same accuracy with them.
     loaded = on_every_worker(kernel, weights_digest("model"))
     assert loaded[0] == loaded[1]
@@ -398,3 +387,22 @@ def test_tf_keras_loads_a_weights_h5_file_under_a_strategy(tmp_path):
                           capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "LOADED SyncOnReadVariable" in done.stdout
+
+
+@pytest.mark.timeout(150)
+def test_every_worker_loads_the_newest_weights_file_in_two_plain_processes(tmp_path):
+    """The Keras tutorial's read-back on two plain processes with TF_CONFIG, the workers'
+    modules installed as their bootstrap does (tests/two_process_harness.py): no heartbeat,
+    so a busy machine cannot restart them."""
+    scenario = "tfk_tutorial_newest_weights"
+    summary = run_pair([scenario], str(tmp_path / "work"), str(tmp_path / "run"),
+                       iterations=3, deadline=120)
+    ranks = [rank and rank["scenarios"][scenario] for rank in summary["ranks"]]
+    assert not summary["hung"] and all(ranks), summary["logs"]
+    for outcome in ranks:
+        assert outcome["write_errors"] == outcome["read_errors"] == [], outcome
+    chief, other = (outcome["notes"] for outcome in ranks)
+    assert chief["latest"] == other["latest"] == "tutorial_ckpts/ckpt_0003.weights.h5"
+    assert chief == other                       # the same weights loaded, the same loss
+    assert sorted(summary["named_files"]) == ["tutorial_ckpts/"] + [
+        f"tutorial_ckpts/ckpt_{epoch:04d}.weights.h5" for epoch in (1, 2, 3)]
