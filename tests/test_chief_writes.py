@@ -189,3 +189,18 @@ def test_install_once_per_process(fresh_module):
     assert fresh_module._write_path("a/b") == "a/b"
     with pytest.raises(ValueError, match="is_chief"):
         fresh_module.install(is_chief=False)
+
+
+@pytest.mark.unit
+def test_a_workers_own_workertemp_directory_is_written_as_named(fresh_module, tmp_path):
+    """`workertemp_<task_id>` (TensorFlow's `write_filepath`) is this worker's alone: what is
+    made, written and removed there stays in one place."""
+    fresh_module._is_chief = False
+    fresh_module._rank_dir = "workertemp_1"
+    own = str(tmp_path / "ckpt" / "workertemp_1" / "ckpt")
+    assert fresh_module._write_path(own) == own
+    assert fresh_module._write_path(own + "/ckpt-1") == own + "/ckpt-1"
+    assert fresh_module._read_path(own) == own
+    for shared in ("workertemp_2", "workertemp_10", "workertemp_1x", "my-workertemp_1"):
+        path = str(tmp_path / "ckpt" / shared / "ckpt")
+        assert fresh_module._write_path(path) != path

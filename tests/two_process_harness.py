@@ -8,13 +8,13 @@ named paths hold. With `trace=True` each worker runs under strace, and the resul
 paths under the shared working directory each rank wrote.
 
 A worker: `import tensorflow as tf`, `strategy = tf.distribute.MultiWorkerMirroredStrategy()`
-first; then `chief_writes.install(is_chief=rank == 0)` when `patched`; then each scenario asked
-for, in turn (several share one pair of processes: TensorFlow's start-up is ~4 s): setup once,
-then `iterations` rounds of (barrier: a one-element all-reduce, as a training step would
-be; the step: one save, and the read-back the code does after it), each round's exception
-recorded, not raised, so that both ranks keep meeting at the barriers. Then each worker lists
-its copies, calls `cleanup()` and says whether they are gone, and the launcher lists the files
-at the named paths.
+first; then `chief_writes.install(is_chief=rank == 0, task_id=rank)` when `patched`; then each
+scenario asked for, in turn (several share one pair of processes: TensorFlow's start-up is
+~4 s): setup once, then `iterations` rounds of (barrier: a one-element all-reduce, as a
+training step would be; the step: one save, and the read-back the code does after it), each
+round's exception recorded, not raised, so that both ranks keep meeting at the barriers. Then
+each worker lists its copies, calls `cleanup()` and says whether they are gone, and the
+launcher lists the files at the named paths.
 
 chief_writes.py is loaded from its file, not through the package: it uses the standard library
 only. The Keras 3 fit scenarios import worker/keras3_corrections.py through the package.
@@ -417,6 +417,28 @@ def step_tutorial_write_filepath(ctx: Context, i: int) -> None:
         ctx.tf.io.gfile.rmtree(os.path.dirname(write_model_path))
 
 
+def step_tfk_tutorial_newest_weights(ctx: Context, i: int) -> None:
+    """TensorFlow's "Distributed training with Keras" tutorial on tf-keras: a fit saving
+    `ckpt_{epoch:04d}.weights.h5` (weights only), then every worker loads the newest file of
+    the directory and evaluates. Notes: the file, and a digest of the weights loaded."""
+    import hashlib
+    import pathlib
+
+    import tf_keras
+    model = _tf_keras_model(ctx)
+    prefix = os.path.join("tutorial_ckpts", "ckpt_{epoch:04d}.weights.h5")
+    _fit_tf_keras(ctx, tf_keras.callbacks.ModelCheckpoint(prefix, save_weights_only=True),
+                  ctx.state["iterations"])
+    latest = sorted(pathlib.Path("tutorial_ckpts").glob("*"))[-1]
+    for variable in model.weights:       # what the load must bring back
+        variable.assign(ctx.tf.zeros_like(variable))
+    model.load_weights(latest)
+    ctx.notes = {"latest": str(latest), "loss": model.evaluate(ctx.tf.ones([8, 8]),
+                                                               ctx.tf.ones([8, 1]), verbose=0),
+                 "weights": hashlib.sha256(b"".join(
+                     w.tobytes() for w in model.get_weights())).hexdigest()}
+
+
 def _fit_tf_keras(ctx: Context, callback: Any, epochs: int) -> None:
     tf = ctx.tf
     model = _tf_keras_model(ctx)
@@ -592,9 +614,9 @@ def step_k3_fit_backup_resume(ctx: Context, i: int) -> None:
 
 # Scenarios whose one step makes all the saves (one fit, one save per epoch).
 # Resumes are one step too.
-ONE_STEP = {"tfk_model_checkpoint", "tfk_backup_restore", "k3_fit_model_checkpoint",
-            "k3_fit_backup_interrupted", "k3_fit_backup_resume", "manager_resume",
-            "k3_backup_resume", "k3_backup_resume_damaged"}
+ONE_STEP = {"tfk_model_checkpoint", "tfk_backup_restore", "tfk_tutorial_newest_weights",
+            "k3_fit_model_checkpoint", "k3_fit_backup_interrupted", "k3_fit_backup_resume",
+            "manager_resume", "k3_backup_resume", "k3_backup_resume_damaged"}
 SCENARIOS: dict[str, Callable[[Context, int], None]] = {
     name[len("step_"):]: function for name, function in globals().items()
     if name.startswith("step_")}
@@ -693,7 +715,9 @@ def worker_main(args: dict) -> None:
     chief_writes = None
     if args["patched"]:
         chief_writes = _load_chief_writes()
-        chief_writes.install(is_chief=rank == 0)
+        chief_writes.install(is_chief=rank == 0, task_id=rank)
+        from tfmw_notebook.worker import tf_keras_h5_loading
+        tf_keras_h5_loading.install()        # as the workers' bootstrap does
     result: dict[str, Any] = {"rank": rank, "private_tempdir": private, "scenarios": {}}
     for name in args["scenarios"]:
         result["scenarios"][name] = _run_scenario(tf, strategy, rank, args, name)

@@ -34,6 +34,7 @@ from . import (
     keras_hooks,
     saved_model_calls,
     shared_strategy,
+    tf_keras_h5_loading,
     tracker_corrections,
 )
 from .context import WorkerContext
@@ -109,8 +110,9 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
         # workers was measured no faster and less steady (benchmarks/, --threads-experiment).
         strategy = _make_strategy(tf, settings.get("communication", "auto"))
     keras_flavour.prepare(keras)
+    tf_keras_h5_loading.install()
     input_release.install()
-    chief_writes.install(is_chief=settings["rank"] == 0)
+    chief_writes.install(is_chief=settings["rank"] == 0, task_id=settings["rank"])
     chief_tracking.install(is_chief=settings["rank"] == 0)
     tracker_corrections.install()
     saved_model_calls.apply()

@@ -51,15 +51,22 @@ _MARK = "_tfmw_chief_writes"      # set on every wrapper, so nothing is wrapped 
 _own = threading.local()          # .depth > 0: this package's own saves, which place their files
 # tempdirs.worker_tempdir names each worker's own temp directory after its pid.
 _PRIVATE_TEMP_NAME = "tfmw-worker-{pid}"
+# TensorFlow's own name for a non-chief's directory (its multi-worker tutorials'
+# `write_filepath`, tf-keras' distributed_file_utils): no other worker writes under it.
+_RANK_DIR_NAME = "workertemp_{task_id}"
+_rank_dir: str | None = None      # this worker's, set by install()
 
 
-def install(is_chief: bool) -> None:
+def install(is_chief: bool, task_id: int | None = None) -> None:
     """Patch this process's writers once: the chief's are left alone, the others' redirected.
+
+    `task_id` (this worker's index) names the directory that is this worker's alone
+    (`workertemp_<task_id>`): paths through it are written as named.
 
     TensorFlow's writers are patched now; tf-keras' and Keras 3's when they are imported
     (importing Keras 3 costs ~1.2 s here, more than a worker that uses tf-keras should pay).
     """
-    global _is_chief
+    global _is_chief, _rank_dir
     if _is_chief is not None:
         if bool(is_chief) != _is_chief:
             raise ValueError(
@@ -70,6 +77,8 @@ def install(is_chief: bool) -> None:
     _is_chief = bool(is_chief)
     if _is_chief:
         return
+    if task_id is not None:
+        _rank_dir = _RANK_DIR_NAME.format(task_id=task_id)
     atexit.register(cleanup)
     _patch_tensorflow()
     for module_name, patch in (
@@ -137,9 +146,14 @@ def _inside(path: str, directory: str) -> bool:
 
 
 def _written_as_named(text: str) -> bool:
-    """Paths no other worker can write: in-memory ones, and this worker's own temp directory;
-    and every path of this package's own saves (as_named)."""
+    """Paths no other worker can write: in-memory ones, this worker's own temp directory, and
+    paths through its `workertemp_<task_id>` directory (code that already gives each worker a
+    directory of its own makes it, writes into it and removes it: redirecting only the writes
+    would split that one place in two); and every path of this package's own saves
+    (as_named)."""
     if getattr(_own, "depth", 0) or text.startswith("ram://"):
+        return True
+    if _rank_dir is not None and _rank_dir in text.replace(os.sep, "/").split("/"):
         return True
     temp = tempfile.gettempdir()
     own = os.path.basename(temp) == _PRIVATE_TEMP_NAME.format(pid=os.getpid())
