@@ -88,7 +88,8 @@ def test_program_format(name):
     assert re.fullmatch(r"[\w.-]+/[\w.-]+", program.SOURCE["repository"])
     assert program.CHANGES and all(isinstance(c, str) and c for c in program.CHANGES)
     assert program.CELLS and all(isinstance(c, str) for c in program.CELLS)
-    assert isinstance(program.TOLERANCE, float) and 0 < program.TOLERANCE < 1
+    assert program.TOLERANCE is None or (isinstance(program.TOLERANCE, float)
+                                         and 0 < program.TOLERANCE < 1)
     if program.EXPECT_ERROR is not None:
         assert set(program.EXPECT_ERROR) == {"error", "hint"}
     for source in [program.DATA, *program.CELLS]:

@@ -57,3 +57,35 @@ def _tfds_load(name, with_info=False, as_supervised=False, **kwargs):
 
 tfds = _types.SimpleNamespace(load=_tfds_load)
 '''
+
+# The UCI Auto MPG file (auto-mpg.data) as generated rows in its own format: 398 cars,
+# whitespace-separated columns, 6 missing horsepowers written '?', the car's name after a
+# tab; values in the original's ranges, MPG falling with weight and horsepower.
+AUTO_MPG = r"""
+import os as _os
+import tempfile as _tempfile
+import numpy as _np
+
+def _write_auto_mpg(path):
+    rng = _np.random.default_rng(0)
+    rows = []
+    for i in range(398):
+        cylinders = int(rng.choice([4, 4, 4, 6, 8, 8, 3, 5]))
+        displacement = float(_np.clip(cylinders * 40 + rng.normal(0, 25), 68, 455))
+        horsepower = float(_np.clip(displacement * 0.45 + rng.normal(20, 12), 46, 230))
+        weight = float(_np.clip(displacement * 8 + 1300 + rng.normal(0, 250), 1613, 5140))
+        acceleration = float(_np.clip(24 - horsepower / 15 + rng.normal(0, 1.5), 8, 24.8))
+        year = int(rng.integers(70, 83))
+        origin = int(rng.choice([1, 1, 1, 2, 3]))
+        mpg = float(_np.clip(40 - weight / 170 - horsepower / 40 + (year - 70) * 0.7
+                             + rng.normal(0, 2.5), 9, 46.6))
+        hp = "?" if i % 66 == 5 else f"{horsepower:.1f}"
+        rows.append(f"{mpg:.1f}   {cylinders}   {displacement:.1f}      {hp}      "
+                    f"{weight:.0f}.      {acceleration:.1f}   {year}  {origin}"
+                    f'\t"car {i}"\n')
+    with open(path, "w") as f:
+        f.writelines(rows)
+
+auto_mpg_file = _os.path.join(_tempfile.gettempdir(), "auto-mpg.data")
+_write_auto_mpg(auto_mpg_file)
+"""
