@@ -70,6 +70,25 @@ def test_program(clusters, name):
         + f"\n--- one process's output (last 4000 chars) ---\n{reference.output[-4000:]}")
 
 
+@pytest.mark.timeout(600)
+def test_programs_do_not_see_each_others_names(clusters):
+    """What one program defined (names on the workers and in the notebook, a module
+    written to its directory) is gone when the next one starts."""
+    cluster = clusters.current or clusters.get("default")
+    kernel = cluster.kernel
+    cluster.enter("probe_one")
+    kernel.ok("%%tfdist\n%%writefile probe_module.py\nVALUE = 1")
+    kernel.ok("%%tfdist\nimport sys\nsys.path.insert(0, '.')\nimport probe_module\n"
+              "leaked = probe_module.VALUE")
+    kernel.ok("leaked_here = 1")
+    cluster.enter("probe_two")
+    kernel.ok("%%tfdist\n%%writefile probe_module.py\nVALUE = 2")
+    kernel.ok("%%tfdist --no-scope\n_corpus_seen = ['leaked' in globals(), "
+              "__import__('probe_module').VALUE]")
+    assert cluster.pull("_corpus_seen") == [[False, 2], [False, 2]]
+    assert "leaked_here" not in kernel.ok("print(sorted(globals()))").stdout
+
+
 # -- the programs' format (no engines) --------------------------------------------------
 
 
@@ -133,6 +152,17 @@ def test_verdict_passes_identical_weights_and_close_loss():
 def test_verdict_names_what_is_wrong(workers, reference, expected):
     found = harness.problems(_Program, workers, reference)
     assert len(found) == 1 and expected in found[0], found
+
+
+@pytest.mark.unit
+def test_verdict_without_tolerance_checks_only_a_finite_loss():
+    class Untolerant(_Program):
+        TOLERANCE = None
+
+    assert harness.problems(Untolerant, _workers(loss=5.0), harness.ReferenceRun(loss=1.0)) == []
+    found = harness.problems(Untolerant, _workers(loss=float("inf")),
+                             harness.ReferenceRun(loss=1.0))
+    assert len(found) == 1 and "not finite" in found[0]
 
 
 @pytest.mark.unit

@@ -4,6 +4,7 @@ program x mode -> pass, or the first problem's first line; then the passes per m
     python tests/corpus/compare_modes.py                    # modes default, 3, 2
     python tests/corpus/compare_modes.py --modes 2 --programs tf_keras tf_custom_training
     python tests/corpus/compare_modes.py --no-reference     # workers only: faster
+    python tests/corpus/compare_modes.py --silence 60       # a machine loaded by other work
 
 A program is run under every mode asked for, whatever its own KERAS says ("default" is
 what a bare `%tfdist start` gives). It passes a mode by the test's rules
@@ -25,11 +26,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from corpus import harness  # noqa: E402
 
 
-def run_mode(mode: str, names: list[str], directory: str, reference: bool) -> dict[str, str]:
+def run_mode(mode: str, names: list[str], directory: str, reference: bool,
+             silence: float | None = None) -> dict[str, str]:
     """program -> "pass" or its first problem, for one mode on one cluster."""
     results: dict[str, str] = {}
     try:
-        cluster = harness.CorpusCluster(mode, os.path.join(directory, f"keras-{mode}"))
+        cluster = harness.CorpusCluster(mode, os.path.join(directory, f"keras-{mode}"),
+                                        silence=silence)
     except Exception as exc:   # no cluster: every program of the mode says why
         line = f"start failed: {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
         return {name: line for name in names}
@@ -77,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="program module names (default: all)")
     parser.add_argument("--no-reference", action="store_true",
                         help="skip the one-process runs (the loss is only checked finite)")
+    parser.add_argument("--silence", type=float, default=None, metavar="S",
+                        help="declare a worker lost after S silent seconds instead of the "
+                             "default (a machine so loaded that busy workers look dead)")
     parser.add_argument("--width", type=int, default=100, help="longest cell of the table")
     args = parser.parse_args(argv)
     names = args.programs or harness.program_names()
@@ -85,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such program: {', '.join(unknown)} (see tests/corpus/programs/)")
     directory = harness.scratch_directory()
     print(f"working directory: {directory}", flush=True)
-    results = {mode: run_mode(mode, names, directory, not args.no_reference)
+    results = {mode: run_mode(mode, names, directory, not args.no_reference, args.silence)
                for mode in args.modes}
     print(table(results, names, args.width))
     return 0

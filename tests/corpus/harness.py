@@ -159,7 +159,8 @@ _corpus_keep = set(globals())
 class CorpusCluster:
     """A kernel with a started 2-worker cluster in one Keras mode, for several programs."""
 
-    def __init__(self, mode: str, directory: str, workers: int = 2):
+    def __init__(self, mode: str, directory: str, workers: int = 2,
+                 silence: float | None = None):
         self.mode = mode
         self.directory = directory
         os.makedirs(directory, exist_ok=True)
@@ -168,6 +169,10 @@ class CorpusCluster:
         try:
             self._install_helpers()
             self.legacy_keras = self._workers_legacy_keras()
+            if silence is not None:   # a loaded machine: see compare_modes.py --silence
+                self.kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
+                               f"active_cluster().silence = {float(silence)!r}\n"
+                               "del active_cluster")
         except BaseException:
             self.close()
             raise
