@@ -12,6 +12,7 @@ alone; `-m "corpus and unit"` checks only the programs' format.
 from __future__ import annotations
 
 import ast
+import os
 import re
 
 import pytest
@@ -95,6 +96,13 @@ def test_programs_do_not_see_each_others_names(clusters):
 @pytest.mark.unit
 def test_there_are_programs():
     assert len([name for name in PROGRAMS if name.startswith("tf_")]) >= 7
+
+
+@pytest.mark.unit
+def test_the_compatibility_page_lists_every_program():
+    page = open(os.path.join(os.path.dirname(__file__), "..", "docs", "compatibility.md")).read()
+    missing = [name for name in PROGRAMS if f"`{name}`" not in page]
+    assert not missing, f"docs/compatibility.md lacks {missing}"
 
 
 @pytest.mark.unit

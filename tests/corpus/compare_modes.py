@@ -51,6 +51,7 @@ def run_program(cluster: harness.CorpusCluster, name: str, reference: bool) -> s
     try:
         workers = harness.run_on_workers(cluster, program)
     except Exception as exc:   # a cell past its deadline: the next program still runs
+        print(f"[{cluster.mode}] {name}: {exc}", flush=True)
         return f"harness: {type(exc).__name__}: {str(exc).strip().splitlines()[0]}"
     one = None
     if reference:

@@ -233,9 +233,14 @@ def run_on_workers(cluster: CorpusCluster, program: ModuleType) -> WorkerRun:
             run.error_line = (f"{out.error['ename']}: {_first_line(out.error['evalue'])}"
                               if out.error else _first_line(out.stderr))
             return run
-    kernel.ok("%%tfdist --no-scope\n"
-              f"_corpus_result = _corpus_digest({program.MODEL})\n"
-              f"_corpus_loss = float({program.LOSS})", timeout=CELL_TIMEOUT)
+    out = kernel.execute("%%tfdist --no-scope\n"
+                         f"_corpus_result = _corpus_digest({program.MODEL})\n"
+                         f"_corpus_loss = float({program.LOSS})", timeout=CELL_TIMEOUT)
+    if out.status != "ok":   # the program's MODEL or LOSS expression is wrong
+        run.error = out.error_text or out.stderr
+        run.error_line = ("MODEL/LOSS: " + (f"{out.error['ename']}: {out.error['evalue']}"
+                                            if out.error else _first_line(out.stderr)))
+        return run
     results = cluster.pull("_corpus_result")
     run.digests = [digest for digest, _ in results]
     run.weight_counts = [count for _, count in results]
