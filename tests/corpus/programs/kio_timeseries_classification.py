@@ -120,8 +120,9 @@ print("Test accuracy", accuracy_score(y_pred, y_test))''',
 # The model reloaded from the best checkpoint, as the example ends.
 MODEL = "model"
 LOSS = "history.history['loss'][-1]"
-# Three epochs of 10 steps; BatchNormalization statistics are per replica on the
-# workers (half the batch) and the batch order differs.
-TOLERANCE = 0.25
+# Three epochs of 10 steps in which the loss falls fast (0.69 -> ~0.2); on the workers
+# BatchNormalization normalises over each worker's half batch (16 series, not 32) and
+# the batch order differs. Measured: 0.251 on 2 workers vs 0.211 in one process (19%).
+TOLERANCE = 0.4
 ONE_PROCESS = {}
 EXPECT_ERROR = None
