@@ -11,7 +11,9 @@ what a bare `%tfdist start` gives). It passes a mode by the test's rules
 (tests/test_corpus.py): no error, identical weights on both workers, a finite loss
 within TOLERANCE of the one-process run in the same Keras (EXPECT_ERROR programs: the
 expected error both ways, and the hint). With --no-reference the one-process run is
-skipped and the loss only has to be finite. Needs PYTHONPATH set to the checkout.
+skipped and the loss only has to be finite. Each program's outputs are kept in the
+working directory printed first (<mode>/<program>/workers.log, one-process.log). Needs
+PYTHONPATH set to the checkout.
 """
 
 from __future__ import annotations
@@ -57,9 +59,21 @@ def run_program(cluster: harness.CorpusCluster, name: str, reference: bool) -> s
     if reference:
         one = harness.run_one_process(program, os.path.join(
             cluster.directory, name, "one-process"), cluster.legacy_keras)
+    _keep_outputs(os.path.join(cluster.directory, name), workers, one)
     found = harness.problems(program, workers, one)
     took = f" ({time.monotonic() - started:.0f} s)"
     return ("pass" if not found else found[0]) + took
+
+
+def _keep_outputs(directory: str, workers: harness.WorkerRun,
+                  one: harness.ReferenceRun | None) -> None:
+    """Each run's whole output next to it, for reading why a program failed."""
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "workers.log"), "w") as f:
+        f.write(workers.output)
+    if one is not None:
+        with open(os.path.join(directory, "one-process.log"), "w") as f:
+            f.write(one.output)
 
 
 def table(results: dict[str, dict[str, str]], names: list[str], width: int) -> str:

@@ -225,8 +225,15 @@ def run_on_workers(cluster: CorpusCluster, program: ModuleType) -> WorkerRun:
     MODEL's weights on every rank and LOSS on the chief."""
     kernel, run = cluster.kernel, WorkerRun()
     cluster.enter(program.__name__.rsplit(".", 1)[-1])
-    for source in [program.DATA, *program.CELLS]:
-        out = kernel.execute("%%tfdist\n" + source, timeout=CELL_TIMEOUT)
+    for number, source in enumerate([program.DATA, *program.CELLS]):
+        try:
+            out = kernel.execute("%%tfdist\n" + source, timeout=CELL_TIMEOUT)
+        except TimeoutError as exc:   # a hung cell: interrupt it, the next program goes on
+            kernel.interrupt()
+            run.output += str(exc)
+            run.error = run.error_line = (f"TimeoutError: cell {number} (0 is DATA) did not "
+                                          f"finish within {CELL_TIMEOUT:.0f} s")
+            return run
         run.output += out.stdout + out.stderr + out.error_text
         if out.status != "ok":
             run.error = out.error_text or out.stderr
