@@ -14,7 +14,10 @@ SOURCE = {
     "path": "site/en/tutorials/distribute/keras.ipynb",
     "title": "Distributed training with Keras",
 }
-KERAS = "default"
+# Keras-3 code (TensorFlow's current tutorial): it checkpoints `.weights.h5` and loads
+# them back with `load_weights`, which tf-keras cannot do under a multi-worker strategy
+# (one process fails too: "unsupported operand type(s) for /: 'Dataset' and 'int'").
+KERAS = "3"
 CHANGES = [
     "`import tensorflow_datasets as tfds` dropped: DATA defines `tfds.load` for MNIST "
     "offline (scikit-learn's digits at 28x28x1 uint8 in [0, 255], int64 labels, "
