@@ -1,0 +1,91 @@
+"""Offline stand-ins for the datasets the corpus programs download, as source text for
+their DATA (it runs on the workers and in the one-process reference).
+
+Every stand-in keeps the original's shapes, dtypes and value ranges: MNIST and
+Fashion-MNIST become scikit-learn's bundled digits (1,797 8x8 images) scaled up to
+28x28 uint8 in [0, 255], split 1,500 / 297 for train / test.
+"""
+
+DIGITS_AS_MNIST = r'''
+import numpy as _np
+from sklearn.datasets import load_digits as _load_digits
+
+def load_digits_as_mnist():
+    """((x_train, y_train), (x_test, y_test)) like keras.datasets.mnist.load_data():
+    28x28 uint8 images in [0, 255], uint8 labels 0-9."""
+    digits = _load_digits()
+    images = _np.kron(digits.images, _np.ones((3, 3)))                    # 8x8 -> 24x24
+    images = _np.pad(images, ((0, 0), (2, 2), (2, 2))) * (255.0 / 16.0)   # -> 28x28
+    images, labels = images.astype(_np.uint8), digits.target.astype(_np.uint8)
+    return (images[:1500], labels[:1500]), (images[1500:], labels[1500:])
+'''
+
+# keras.datasets.mnist.load_data() (and fashion_mnist's) answer offline; the cells call
+# them unchanged, through tf.keras (tf-keras or Keras 3) and `import keras` (Keras 3).
+PATCH_KERAS_DATASETS = DIGITS_AS_MNIST + r'''
+import tensorflow as _tf
+
+def _offline_load_data(path=None):
+    return load_digits_as_mnist()
+
+import keras as _keras
+
+for _datasets in (_tf.keras.datasets, _keras.datasets):   # tf-keras and/or Keras 3
+    _datasets.mnist.load_data = _offline_load_data
+    _datasets.fashion_mnist.load_data = _offline_load_data
+'''
+
+# A `tfds` with the one call the programs make: tfds.load('mnist' or 'fashion_mnist',
+# with_info=True, as_supervised=True) -> ({'train': ds, 'test': ds}, info), elements
+# (uint8 image 28x28x1, int64 label) as TensorFlow Datasets gives them.
+TFDS_MNIST = DIGITS_AS_MNIST + r'''
+import types as _types
+import tensorflow as _tf
+
+def _tfds_load(name, with_info=False, as_supervised=False, **kwargs):
+    assert name in ("mnist", "fashion_mnist"), name
+    splits = dict(zip(("train", "test"), load_digits_as_mnist()))
+    datasets = {}
+    for split, (images, labels) in splits.items():
+        images, labels = images[..., None], labels.astype(_np.int64)
+        datasets[split] = _tf.data.Dataset.from_tensor_slices(
+            (images, labels) if as_supervised else {"image": images, "label": labels})
+    info = _types.SimpleNamespace(splits={
+        split: _types.SimpleNamespace(num_examples=len(images))
+        for split, (images, _) in splits.items()})
+    return (datasets, info) if with_info else datasets
+
+tfds = _types.SimpleNamespace(load=_tfds_load)
+'''
+
+# The UCI Auto MPG file (auto-mpg.data) as generated rows in its own format: 398 cars,
+# whitespace-separated columns, 6 missing horsepowers written '?', the car's name after a
+# tab; values in the original's ranges, MPG falling with weight and horsepower.
+AUTO_MPG = r"""
+import os as _os
+import tempfile as _tempfile
+import numpy as _np
+
+def _write_auto_mpg(path):
+    rng = _np.random.default_rng(0)
+    rows = []
+    for i in range(398):
+        cylinders = int(rng.choice([4, 4, 4, 6, 8, 8, 3, 5]))
+        displacement = float(_np.clip(cylinders * 40 + rng.normal(0, 25), 68, 455))
+        horsepower = float(_np.clip(displacement * 0.45 + rng.normal(20, 12), 46, 230))
+        weight = float(_np.clip(displacement * 8 + 1300 + rng.normal(0, 250), 1613, 5140))
+        acceleration = float(_np.clip(24 - horsepower / 15 + rng.normal(0, 1.5), 8, 24.8))
+        year = int(rng.integers(70, 83))
+        origin = int(rng.choice([1, 1, 1, 2, 3]))
+        mpg = float(_np.clip(40 - weight / 170 - horsepower / 40 + (year - 70) * 0.7
+                             + rng.normal(0, 2.5), 9, 46.6))
+        hp = "?" if i % 66 == 5 else f"{horsepower:.1f}"
+        rows.append(f"{mpg:.1f}   {cylinders}   {displacement:.1f}      {hp}      "
+                    f"{weight:.0f}.      {acceleration:.1f}   {year}  {origin}"
+                    f'\t"car {i}"\n')
+    with open(path, "w") as f:
+        f.writelines(rows)
+
+auto_mpg_file = _os.path.join(_tempfile.gettempdir(), "auto-mpg.data")
+_write_auto_mpg(auto_mpg_file)
+"""

@@ -1,0 +1,1 @@
+"""One module per corpus program; the harness finds them by name (tf_*, kio_*, ext_*)."""
