@@ -32,6 +32,7 @@ from . import (
     input_release,
     keras_flavour,
     keras_hooks,
+    other_strategy_scope,
     saved_model_calls,
     shared_strategy,
     tf_keras_h5_loading,
@@ -116,6 +117,7 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
     chief_tracking.install(is_chief=settings["rank"] == 0)
     tracker_corrections.install()
     saved_model_calls.apply()
+    other_strategy_scope.install()
     _stop_on_sigterm()
     # The controller as this engine dials it (the notebook may see it at 127.0.0.1).
     controller_watch.install(*(handshake.own_controller_address() or settings.get("controller")

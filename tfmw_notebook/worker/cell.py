@@ -10,6 +10,7 @@ from typing import Any
 from ..protocol.run_options import CellOptions, FitState
 from . import chief_writes, controller_watch, keras_hooks, shared_strategy
 from .heartbeat import Heartbeat, engine_publish
+from .other_strategy_scope import RunnerScope
 
 
 def _register_source(source: str, filename: str) -> None:
@@ -45,7 +46,8 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
     keras_hooks.configure(options, state)
     namespace = shell.user_ns
     strategy = shared_strategy.shared_strategy()
-    in_scope = strategy.scope() if scope else contextlib.nullcontext()
+    # Steps aside for a scope of another strategy the cell enters (other_strategy_scope.py).
+    in_scope = RunnerScope(strategy) if scope else contextlib.nullcontext()
     try:
         with Heartbeat(engine_publish(), check=controller_watch.check), in_scope:
             exec(compile(tree, filename, "exec"), namespace)

@@ -7,7 +7,8 @@ the dashboard (and Keras' own progress bar off, unless the call chose
 checkpoint to resume from, a TensorBoard callback. Any TensorBoard callback
 keeps the chief's logs only (tensorboard_logs.py). After each fit the worker
 records what state it ended with (fit_state.py); when a cell is replayed
-(FitState.replay), each fit gives that state back instead of training again.
+(FitState.replay), each fit gives that state back instead of training again. A model built
+under another strategy (other_strategy_scope.py) trains on its worker alone and gets nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from . import (
     import_hooks,
     input_release,
     keras_flavour,
+    other_strategy_scope,
     run_facts,
     tensorboard_logs,
     trial_report,
@@ -128,8 +130,9 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        # fit() validates by calling evaluate(): that inner call gets nothing more.
-        outermost = _worker.depth == 0
+        # fit() validates by calling evaluate(): that inner call gets nothing more, nor does
+        # a model built under another strategy (it trains on this worker alone).
+        outermost = _worker.depth == 0 and not other_strategy_scope.trains_apart(self)
         state_dir = _cell.state.state_dir if outermost and training else None
         if outermost and training:
             x, y = _argument("x", args, kwargs, positions), _argument("y", args, kwargs,
