@@ -48,7 +48,7 @@ model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse", metrics=["mae"])
 
 def test_the_start_line_says_which_keras(keras3, keras2, tf_kernel):
     assert "Keras 3." in keras3.start_line, keras3.start_line
-    assert "Keras 3." in tf_kernel.start_line, tf_kernel.start_line   # the default
+    assert "tf-keras 2." in tf_kernel.start_line, tf_kernel.start_line   # the default
     assert "tf-keras 2." in keras2.start_line, keras2.start_line
     out = keras3.ok("%%tfdist\nimport keras\n"
                     "print(keras.__version__.split('.')[0], tf.keras.Model is keras.Model)")
