@@ -1,12 +1,14 @@
 """Keras 3 code with custom parts on 2 real workers, as keras.io's guides write it.
 
 A stateful `keras.metrics.Metric` subclass, a `keras.losses.Loss` subclass, a loss and a
-metric that are plain functions, a layer calling `self.add_loss`, and a GAN (a
-`keras.Model` with `train_step` and no `call`): each fits (and evaluates) with identical
-weights on both workers, the weights and metrics one process gets on the same data. The same
-code runs on `--keras 3` workers and on `--keras 2` ones, where `import keras` is Keras 3 and
-gets its corrections when a cell first imports it. Without the correction it needs
-(worker/keras3_corrections.py), each of the first and the last fails as upstream's does.
+metric that are plain functions, a layer calling `self.add_loss`, a GAN (a `keras.Model`
+with `train_step` and no `call`) and a layer drawing `keras.random.normal` with no seed in
+`call()` (keras.io's VAE): each fits (and evaluates) with identical weights on both workers,
+the weights and metrics one process gets on the same data where the data decide them. The
+same code runs on `--keras 3` workers and on `--keras 2` ones, where `import keras` is Keras 3
+and gets its corrections when a cell first imports it. Without the correction it needs
+(worker/keras3_corrections.py), each of the stateful metric, the GAN and the unseeded draw
+fails as upstream's does.
 """
 
 import json
