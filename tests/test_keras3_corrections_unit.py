@@ -176,7 +176,8 @@ def test_the_corrections_and_their_order():
     reduce_per_replica, and the outer one must see the variables first."""
     assert list(kc.CORRECTIONS) == [
         "build_from_local_batch", "mean_logs_across_workers", "read_variables_in_logs",
-        "defer_build_without_call", "agree_on_finite_grads", "mean_moving_statistics"]
+        "defer_build_without_call", "agree_on_finite_grads", "mean_moving_statistics",
+        "share_global_seed_generator"]
 
 
 def test_every_correction_has_a_docstring_naming_an_upstream_issue():

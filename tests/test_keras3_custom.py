@@ -1,12 +1,14 @@
 """Keras 3 code with custom parts on 2 real workers, as keras.io's guides write it.
 
 A stateful `keras.metrics.Metric` subclass, a `keras.losses.Loss` subclass, a loss and a
-metric that are plain functions, a layer calling `self.add_loss`, and a GAN (a
-`keras.Model` with `train_step` and no `call`): each fits (and evaluates) with identical
-weights on both workers, the weights and metrics one process gets on the same data. The same
-code runs on `--keras 3` workers and on `--keras 2` ones, where `import keras` is Keras 3 and
-gets its corrections when a cell first imports it. Without the correction it needs
-(worker/keras3_corrections.py), each of the first and the last fails as upstream's does.
+metric that are plain functions, a layer calling `self.add_loss`, a GAN (a `keras.Model`
+with `train_step` and no `call`) and a layer drawing `keras.random.normal` with no seed in
+`call()` (keras.io's VAE): each fits (and evaluates) with identical weights on both workers,
+the weights and metrics one process gets on the same data where the data decide them. The
+same code runs on `--keras 3` workers and on `--keras 2` ones, where `import keras` is Keras 3
+and gets its corrections when a cell first imports it. Without the correction it needs
+(worker/keras3_corrections.py), each of the stateful metric, the GAN and the unseeded draw
+fails as upstream's does.
 """
 
 import json
@@ -15,7 +17,7 @@ import numpy as np
 import pytest
 
 from keras3_cells import KEEP_WEIGHTS, digests, without_correction
-from kernel_session import kernel_with_cluster
+from kernel_session import kernel_with_cluster, per_worker
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -268,6 +270,47 @@ def test_a_gan_with_train_step_and_no_call_trains_with_identical_weights(cluster
     assert first == second
 
 
+NOISE = """\
+import numpy as np
+import tensorflow as tf
+import keras
+
+
+class Noise(keras.layers.Layer):   # as keras.io's VAE `Sampling` draws: no seed
+    def call(self, inputs):
+        return inputs + 0.1 * keras.random.normal(shape=keras.ops.shape(inputs))
+
+
+rng = np.random.default_rng(3)
+x = rng.normal(size=(128, 6)).astype("float32")
+y = x.sum(axis=1, keepdims=True)
+model = keras.Sequential([keras.Input((6,)), keras.layers.Dense(4), Noise(),
+                          keras.layers.Dense(1)])
+model.compile("sgd", "mse")
+before = [w.copy() for w in model.get_weights()]
+model.fit(x, y, epochs=2, batch_size=32, verbose=0)
+moved = min(float(np.abs(a - b).max()) for a, b in zip(model.get_weights(), before)) > 0
+draw = tf.function(lambda: keras.random.normal((4,)))
+_draws = [[float(v) for v in strategy.experimental_local_results(strategy.run(draw))[0]]
+          for _ in range(2)]
+print("moved", moved)
+"""
+
+
+def test_unseeded_random_draws_in_call_fit_with_identical_weights(cluster):
+    """keras.io's VAE draws `keras.random.normal` with no seed in a layer's `call()`: it fits
+    with identical weights on both workers; each worker draws its own noise (as one process
+    does for the samples of the global batch), and a new draw on every call."""
+    out = cluster.ok("%%tfdist --no-dashboard --no-checkpoint\n" + NOISE + KEEP_WEIGHTS,
+                     timeout=300)
+    assert "moved True" in out.stdout, out.stdout   # every weight was trained
+    first, second = digests(cluster)
+    assert first == second
+    draws = per_worker(cluster, "_draws")
+    assert draws[0][0] != draws[1][0], draws   # the workers' noise differs
+    assert draws[0][0] != draws[0][1], draws   # and is new on each call
+
+
 METRIC_FIT = DEFINITIONS + """\
 model, _ = fit_and_evaluate(base_loss, metrics=[CategoricalTruePositives()])
 """
@@ -278,12 +321,14 @@ model, _ = fit_and_evaluate(base_loss, metrics=[CategoricalTruePositives()])
      METRIC_FIT, "because it doesn't have device set"),
     ("_trainer.TensorFlowTrainer", "_symbolic_build", "defer_build_without_call",
      "import json\n" + GAN, "Unable to automatically build the model"),
-], ids=["stateful-metric", "gan"])
+    ("keras.src.random.seed_generator", "global_seed_generator", "share_global_seed_generator",
+     NOISE, "only supports singleton tf.Variables created on the first call"),
+], ids=["stateful-metric", "gan", "unseeded-random"])
 def test_each_correction_for_custom_code_is_needed(keras3, owner, name, correction, body,
                                                     failure):
     """Without read_variables_in_logs the stateful metric, without defer_build_without_call
-    the GAN fails on 2 workers (every other correction kept); the tests above show both
-    train with it."""
+    the GAN, without share_global_seed_generator the unseeded draw fails on 2 workers (every
+    other correction kept); the tests above show each trains with it."""
     out = keras3.execute("%%tfdist --no-dashboard --no-checkpoint\n"
                          + without_correction(owner, name, correction, body), timeout=300)
     assert out.status == "error", out.stdout

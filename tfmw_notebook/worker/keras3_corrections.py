@@ -3,7 +3,8 @@
 Keras 3 does not support MWMS upstream (keras-team/keras#20585, tensorflow/tensorflow#72388):
 on 2 workers `fit`, `evaluate` and `train_on_batch` fail, mixed precision can hang,
 BatchNormalization's moving statistics drift apart, and neither a metric whose result is its
-state variable nor a model with no `call()` (keras.io's GAN) can fit. Each function below
+state variable nor a model with no `call()` (keras.io's GAN) can fit, nor a layer drawing
+`keras.random` noise with no seed (keras.io's VAE). Each function below
 patches one Keras internal (two may wrap the same one, each once), in the worker process
 only, and is named after what it makes true; its docstring names the upstream issue.
 `apply()` applies them all, once, after the strategy exists.
@@ -35,6 +36,7 @@ from ..protocol.warning import TFDistWarning
 # read_variables_in_logs and defer_build_without_call: tests/test_keras3_custom.py passed on
 # 3.13.2 and 3.15.1; on 3.10.0 the GAN trains but a metric returning its state variable
 # still fails on the workers ("object __array__ method not producing an array").
+# share_global_seed_generator was run on 3.15.1 only.
 VERIFIED_KERAS: tuple[str, str] = (">=3.10", "<3.16")
 
 _MARK = "_tfmw_keras3_correction"   # set on every replacement, so nothing is patched twice
@@ -308,6 +310,51 @@ def mean_moving_statistics() -> bool:
                     "mean_moving_statistics", wrap)
 
 
+def share_global_seed_generator() -> bool:
+    """keras-team/keras#20611 is the nearest (a layer's own SeedGenerator under a strategy);
+    no issue found for the global one: an unseeded `keras.random` draw works in a step.
+
+    Keras keeps its global SeedGenerator (what `keras.random.normal(shape)` with no `seed`
+    draws from) in thread-local state, and tf.distribute runs each replica's step in a thread
+    of its own, a new one on every trace. The first trace makes a generator (a variable) in
+    its thread; the next trace, in a new thread, finds none and makes another: measured,
+    `ValueError: tf.function only supports singleton tf.Variables created on the first call`
+    in fit (keras.io's VAE `Sampling` layer), with one worker too. Here a replica's thread
+    uses one generator per process, made on the first trace: its state is a mirrored
+    variable, initialized from the chief and advanced alike on every worker. Each draw folds
+    in the replica's number, so replicas draw different noise for their different samples,
+    as one process does across the samples of the global batch; weights stay identical.
+    """
+    import tensorflow as tf
+    from keras.src.random import seed_generator
+
+    class ReplicaSeedGenerator(seed_generator.SeedGenerator):
+        """One state for every replica; each replica draws its own seed from it."""
+
+        def next(self, ordered=True):
+            seed = super().next(ordered=ordered)
+            replica = tf.distribute.get_replica_context()
+            if replica is None:
+                return seed
+            return tf.random.experimental.stateless_fold_in(
+                seed, replica.replica_id_in_sync_group)
+
+    shared: list[Any] = []   # the process's generator, once a replica has drawn
+
+    def wrap(original: Callable) -> Callable:
+        def global_seed_generator():
+            if (tf.distribute.in_cross_replica_context()
+                    or not _multi_worker(tf.distribute.get_strategy())):
+                return original()
+            if not shared:
+                with tf.init_scope():
+                    shared.append(ReplicaSeedGenerator(name="global_seed_generator"))
+            return shared[0]
+        return global_seed_generator
+
+    return _replace(seed_generator, "global_seed_generator", "share_global_seed_generator",
+                    wrap)
+
 CORRECTIONS: dict[str, Callable[[], bool]] = {
     "build_from_local_batch": build_from_local_batch,
     "mean_logs_across_workers": mean_logs_across_workers,
@@ -315,6 +362,7 @@ CORRECTIONS: dict[str, Callable[[], bool]] = {
     "defer_build_without_call": defer_build_without_call,
     "agree_on_finite_grads": agree_on_finite_grads,
     "mean_moving_statistics": mean_moving_statistics,
+    "share_global_seed_generator": share_global_seed_generator,
 }
 
 
