@@ -62,8 +62,6 @@ def clusters(tmp_path_factory):
 # check is an expected failure. Not strict: their gap varies from run to run (the cause is
 # open), and a run within the tolerance passes.
 LOSS_APART = {
-    "kio_custom_losses_metrics": "loss 6.095 on 2 workers vs 9.692 in one process; not "
-                                 "explained yet",
     "kio_custom_train_step": "evaluated loss 0.0996 vs 0.1331; not explained yet",
     "kio_gan": "d_loss 0.332 vs 0.650: the guide's train_step logs what its keras.losses "
                "object returns, which Keras scales by 1 / replicas under any strategy "

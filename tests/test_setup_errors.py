@@ -177,7 +177,8 @@ def test_missing_tensorflow_fails_start_with_pip_hint(hide):
         TFCluster.start(2, timeout=90)
     message = str(info.value)
     assert "TensorFlow is not installed in the engines' Python" in message
-    assert "run `pip install tensorflow` in that environment" in message
+    # The default start needs tf-keras too, so the hint installs both.
+    assert "run `pip install tensorflow tf-keras` in that environment" in message
     assert "bootstrap failed on engine" in message
     assert "\n" not in message
     assert time.monotonic() - began < 60  # failed fast: no wait for a timeout
@@ -196,7 +197,8 @@ def test_magic_start_error_then_a_clean_start(hide):
         exclude = {kernel.kernel_pid()}
         kernel.ok("%load_ext tfmw_notebook", timeout=60)
         with _Sampler(marker, exclude) as sampler:
-            out = kernel.execute("%tfdist start -n 2 --keras 2 --timeout 90", timeout=120)
+            # The default start needs tf-keras.
+            out = kernel.execute("%tfdist start -n 2 --timeout 90", timeout=120)
         assert out.status == "error"
         assert out.error["ename"] == "ClusterSetupError"
         assert "tf-keras is not installed" in out.error["evalue"]
@@ -216,7 +218,7 @@ def test_magic_start_error_then_a_clean_start(hide):
         started = kernel.ok("%tfdist start -n 2", timeout=180)
         assert "2 workers ready" in started.stdout
         ran = kernel.ok("%%tfdist\ntf.keras.__name__.split('.')[0]", timeout=60)
-        assert ran.results[-1]["text/plain"] == "'keras'"   # Keras 3, the default
+        assert ran.results[-1]["text/plain"] == "'tf_keras'"   # tf-keras, the default
         kernel.ok("%tfdist stop", timeout=60)
     finally:
         try:

@@ -402,6 +402,42 @@ def test_tf_keras_loads_a_weights_h5_file_under_a_strategy(tmp_path):
     assert "LOADED SyncOnReadVariable" in done.stdout
 
 
+KERAS_SAVES_IN_A_THREAD = """\
+import os, sys, tempfile, threading, zipfile
+import tf_keras
+if sys.argv[1] == "corrected":
+    from tfmw_notebook.worker import tf_keras_saving_format
+    tf_keras_saving_format.install()
+folder = tempfile.mkdtemp()
+model = tf_keras.Sequential([tf_keras.layers.Dense(1, input_shape=(2,))])
+def save_twice():
+    for name in ("first.keras", "second.keras"):
+        model.save(os.path.join(folder, name))
+        print(name, zipfile.is_zipfile(os.path.join(folder, name)))
+thread = threading.Thread(target=save_twice)   # the workers' cells run outside the main thread
+thread.start()
+thread.join()
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", ["as shipped", "corrected"])
+def test_tf_keras_saves_keras_archives_in_any_thread(tmp_path, mode):
+    """tf-keras' archive-format flag is per thread and a save outside the importing thread
+    turns it off: the second `.keras` save was an HDF5 file (as shipped, asserted so that the
+    correction keeps a reason to exist); corrected, both are archives."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": os.pathsep.join(filter(None, (
+               os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+               os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-c", KERAS_SAVES_IN_A_THREAD,
+                           mode.split()[-1]], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=100)
+    assert done.returncode == 0, done.stderr[-3000:]
+    second = "True" if mode == "corrected" else "False"
+    assert done.stdout.split() == ["first.keras", "True", "second.keras", second], done.stdout
+
+
 @pytest.mark.timeout(150)
 def test_every_worker_loads_the_newest_weights_file_in_two_plain_processes(tmp_path):
     """The Keras tutorial's read-back on two plain processes with TF_CONFIG, the workers'

@@ -132,6 +132,9 @@ class CellWatch:
                 if running is not None:
                     running.wait(POLL_SECONDS)
         except KeyboardInterrupt:
+            # What arrived while the loop waited (a fit's record after its last epoch, the
+            # last output) is taken in first: the interrupted run's record keeps it.
+            self._take_in(futures)
             raise _failed("interrupted: training was stopped on every worker",
                           kind="interrupt") from None
 

@@ -34,8 +34,10 @@ from . import (
     keras_hooks,
     other_strategy_scope,
     saved_model_calls,
+    shared_directories,
     shared_strategy,
     tf_keras_h5_loading,
+    tf_keras_saving_format,
     tracker_corrections,
 )
 from .context import WorkerContext
@@ -112,6 +114,8 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
         strategy = _make_strategy(tf, settings.get("communication", "auto"))
     keras_flavour.prepare(keras)
     tf_keras_h5_loading.install()
+    tf_keras_saving_format.install()
+    shared_directories.install()
     input_release.install()
     chief_writes.install(is_chief=settings["rank"] == 0, task_id=settings["rank"])
     chief_tracking.install(is_chief=settings["rank"] == 0)

@@ -8,7 +8,7 @@ import linecache
 from typing import Any
 
 from ..protocol.run_options import CellOptions, FitState
-from . import chief_writes, controller_watch, keras_hooks, shared_strategy
+from . import chief_writes, controller_watch, keras_hooks, shared_directories, shared_strategy
 from .heartbeat import Heartbeat, engine_publish
 from .other_strategy_scope import RunnerScope
 
@@ -49,7 +49,8 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
     # Steps aside for a scope of another strategy the cell enters (other_strategy_scope.py).
     in_scope = RunnerScope(strategy) if scope else contextlib.nullcontext()
     try:
-        with Heartbeat(engine_publish(), check=controller_watch.check), in_scope:
+        with (Heartbeat(engine_publish(), check=controller_watch.check), in_scope,
+              shared_directories.during_cell()):
             exec(compile(tree, filename, "exec"), namespace)
             value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
     finally:
