@@ -27,6 +27,8 @@ from ..protocol.checkpoints import MODEL_JSON, WEIGHTS, trackables
 from ..protocol.run_options import CheckpointPolicy
 from . import chief_writes, keras_flavour
 
+_TOKENS = random.SystemRandom()   # leaves `random`'s global generator to the user's code
+
 
 def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics: dict,
          wall_time: float, policy: CheckpointPolicy) -> str | None:
@@ -155,7 +157,11 @@ def check_shared(run_dir: str, *, rank: int, world_size: int) -> None:
     marker = None
     token = 0
     if rank == 0:
-        token = random.randrange(1, 1 << 24)   # exact in the float32 all-reduce
+        # Exact in the float32 all-reduce. Drawn from the system, not `random`'s global
+        # generator: that is the user's (`keras.utils.set_random_seed` seeds it, and
+        # Keras 3 draws its unseeded initializers' seeds from it), and a chief-only draw
+        # made the chief's next model start apart from one process's.
+        token = _TOKENS.randrange(1, 1 << 24)
         marker = os.path.join(run_dir, f".tfmw-shared-check-{token}")
         with open(marker, "w"):
             pass

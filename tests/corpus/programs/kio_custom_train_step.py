@@ -187,8 +187,8 @@ MODEL = "model"
 # measured in one process too, MirroredStrategy on 2 CPU devices, 7.95 against 15.91 with no
 # strategy, the evaluated loss the same (8.7627) both ways.
 LOSS = "model.evaluate(x, y, sample_weight=sw, verbose=0)[0]"
-# Same arrays and start everywhere (seeded); the workers' batches are shards of a
-# differently ordered epoch, on a noisy regression of uniform random targets.
-TOLERANCE = 0.25
+# Same arrays, start and shuffles everywhere (seeded): the workers' global batches are the
+# one process's (measured 2026-11-26: 0.13309513 against 0.13309515).
+TOLERANCE = 0.01
 ONE_PROCESS = {}
 EXPECT_ERROR = None

@@ -152,7 +152,8 @@ np.testing.assert_allclose(
 MODEL = "reconstructed_model"
 LOSS = "model.history.history['loss'][-1]"
 # Same seed, data and start everywhere; the one step's loss is the 4 samples' mean, split
-# 2 + 2 across the workers: it differs from one process's only by float summation order.
-TOLERANCE = 0.25
+# 2 + 2 across the workers: it differs from one process's only by float summation order
+# (measured 2026-11-26: 0.156629190 against 0.156629175).
+TOLERANCE = 0.01
 ONE_PROCESS = {}
 EXPECT_ERROR = None

@@ -227,8 +227,9 @@ for epoch in range(EPOCHS):
 ]
 MODEL = "model"
 LOSS = "train_loss"
-# Six short epochs of Adam from a random start; the shards' orders differ.
-TOLERANCE = 0.25
+# Seeded: the same start and global batches as one process; float summation order only
+# (measured 2026-11-26: 0.1134013 against 0.1134062).
+TOLERANCE = 0.01
 # The same global batch in one process: 64 per replica x 2 workers.
 ONE_PROCESS = {
     "GLOBAL_BATCH_SIZE = BATCH_SIZE_PER_REPLICA * strategy.num_replicas_in_sync":
