@@ -65,6 +65,12 @@ def load_program(name: str) -> ModuleType:
     return module
 
 
+def reference_replicas(program: ModuleType) -> int:
+    """How many replicas the one-process reference runs with (REFERENCE_REPLICAS, optional:
+    1, no strategy, unless the program says why its loss depends on the replicas)."""
+    return int(getattr(program, "REFERENCE_REPLICAS", 1))
+
+
 def one_process_source(program: ModuleType) -> list[str]:
     """DATA then CELLS with every ONE_PROCESS replacement applied; each replacement must
     match somewhere, or the reference would silently train something else."""
@@ -268,7 +274,8 @@ def run_one_process(program: ModuleType, directory: str, legacy_keras: str | Non
         env["TF_USE_LEGACY_KERAS"] = legacy_keras
     env["TMPDIR"] = os.path.join(directory, "tmp")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")]))
-    spec = json.dumps({"sources": one_process_source(program), "loss": program.LOSS})
+    spec = json.dumps({"sources": one_process_source(program), "loss": program.LOSS,
+                       "replicas": reference_replicas(program)})
     try:
         proc = subprocess.run([sys.executable, "-m", "corpus.one_process"], input=spec,
                               capture_output=True, text=True, cwd=directory, env=env,
@@ -334,8 +341,10 @@ def _training_problems(program: ModuleType, workers: WorkerRun,
         if ref is None or not math.isfinite(ref):
             found.append(f"the one-process loss is not finite: {ref}")
         elif abs(loss - ref) > program.TOLERANCE * abs(ref):
+            replicas = reference_replicas(program)
             found.append(f"loss {loss:.4g} on 2 workers vs {ref:.4g} in one process: more "
-                         f"than {program.TOLERANCE:.0%} apart")
+                         f"than {program.TOLERANCE:.0%} apart"
+                         + (f" (the reference on {replicas} replicas)" if replicas > 1 else ""))
     return found
 
 
