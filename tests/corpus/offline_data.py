@@ -89,3 +89,17 @@ def _write_auto_mpg(path):
 auto_mpg_file = _os.path.join(_tempfile.gettempdir(), "auto-mpg.data")
 _write_auto_mpg(auto_mpg_file)
 """
+
+
+def seeded(seed: int) -> str:
+    """DATA text that seeds every generator a program may draw from unseeded (Python's,
+    NumPy's, TensorFlow's, and Keras 3's own): run on every worker and in the reference,
+    each worker then shuffles and starts the same way as one process, so the workers'
+    global batches are the reference's and the loss check can be tight. Both Kerases'
+    calls: tf-keras keeps a seed generator of its own besides TensorFlow's."""
+    return rf"""
+import tensorflow as _tf_for_seed
+import keras as _keras_for_seed
+_tf_for_seed.keras.utils.set_random_seed({seed})
+_keras_for_seed.utils.set_random_seed({seed})
+"""
