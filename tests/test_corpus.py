@@ -61,9 +61,14 @@ def clusters(tmp_path_factory):
 def test_program(clusters, name):
     program = harness.load_program(name)
     cluster = clusters.get(program.KERAS)
-    workers = harness.run_on_workers(cluster, program)
-    directory = f"{cluster.directory}/{name}/one-process"
-    reference = harness.run_one_process(program, directory, cluster.legacy_keras)
+    one_process = harness.OneProcessRun(program, f"{cluster.directory}/{name}/one-process",
+                                        cluster.legacy_keras)
+    try:
+        workers = harness.run_on_workers(cluster, program)
+    except BaseException:
+        one_process.kill()
+        raise
+    reference = one_process.result()
     found = harness.problems(program, workers, reference)
     print(f"CORPUS {name}: loss {workers.loss!r} on 2 workers, {reference.loss!r} in one process")
     assert not found, (

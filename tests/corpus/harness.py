@@ -264,27 +264,47 @@ def run_on_workers(cluster: CorpusCluster, program: ModuleType) -> WorkerRun:
 # -- one process ------------------------------------------------------------------------
 
 
+class OneProcessRun:
+    """The program in one fresh process (one_process.py) in `directory`, started ahead:
+    the process imports TensorFlow while the workers run the program (5 s a program on
+    this machine), and runs nothing of it before `result` sends the program."""
+
+    def __init__(self, program: ModuleType, directory: str, legacy_keras: str | None):
+        os.makedirs(os.path.join(directory, "tmp"), exist_ok=True)
+        env = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
+        env.pop("TF_USE_LEGACY_KERAS", None)
+        if legacy_keras is not None:
+            env["TF_USE_LEGACY_KERAS"] = legacy_keras
+        env["TMPDIR"] = os.path.join(directory, "tmp")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")]))
+        self.spec = json.dumps({"sources": one_process_source(program), "loss": program.LOSS,
+                                "replicas": reference_replicas(program)})
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "corpus.one_process"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=directory, env=env)
+
+    def result(self, timeout: float = REFERENCE_TIMEOUT) -> ReferenceRun:
+        """Send the program and wait for its result (at most `timeout` seconds)."""
+        try:
+            stdout, stderr = self.process.communicate(self.spec, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            stdout, stderr = self.process.communicate()
+            return ReferenceRun(error=f"TimeoutExpired: no result within {timeout:.0f} s",
+                                error_line=f"TimeoutExpired: no result within {timeout:.0f} s",
+                                output=stdout + stderr)
+        return _reference_result(subprocess.CompletedProcess(
+            self.process.args, self.process.returncode, stdout, stderr))
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+
+
 def run_one_process(program: ModuleType, directory: str, legacy_keras: str | None,
                     timeout: float = REFERENCE_TIMEOUT) -> ReferenceRun:
     """Run the program in one fresh process (one_process.py) in `directory`."""
-    os.makedirs(os.path.join(directory, "tmp"), exist_ok=True)
-    env = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
-    env.pop("TF_USE_LEGACY_KERAS", None)
-    if legacy_keras is not None:
-        env["TF_USE_LEGACY_KERAS"] = legacy_keras
-    env["TMPDIR"] = os.path.join(directory, "tmp")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")]))
-    spec = json.dumps({"sources": one_process_source(program), "loss": program.LOSS,
-                       "replicas": reference_replicas(program)})
-    try:
-        proc = subprocess.run([sys.executable, "-m", "corpus.one_process"], input=spec,
-                              capture_output=True, text=True, cwd=directory, env=env,
-                              timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        return ReferenceRun(error=f"TimeoutExpired: no result within {timeout:.0f} s",
-                            error_line=f"TimeoutExpired: no result within {timeout:.0f} s",
-                            output=str(exc.stdout or "") + str(exc.stderr or ""))
-    return _reference_result(proc)
+    return OneProcessRun(program, directory, legacy_keras).result(timeout)
 
 
 def _reference_result(proc: subprocess.CompletedProcess) -> ReferenceRun:

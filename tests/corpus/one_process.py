@@ -49,6 +49,11 @@ def _replicated_scope(replicas: int):
 
 
 def main() -> None:
+    # Imported before the program arrives: the caller may start this process ahead of
+    # time. Importing runs no TensorFlow op, so devices can still be configured.
+    import tensorflow  # noqa: F401
+    from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
+
     spec = json.load(sys.stdin)
     result = run(spec["sources"], spec["loss"], spec.get("replicas", 1))
     sys.stdout.flush()
