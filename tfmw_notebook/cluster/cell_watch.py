@@ -252,18 +252,19 @@ class CellWatch:
             error_value=str(getattr(exc, "evalue", "") or ""))
 
     def _death(self, ranks: list[int]) -> WorkerFailed:
-        names = ", ".join(f"{self._describe(rank)} died{self._death_cause(rank)}"
+        names = ", ".join(f"{self._describe(rank)} {self._death_words(rank)}"
                           for rank in ranks)
         return _failed(f"worker {names}", kind="died", rank=ranks[0], retryable=True)
 
-    def _death_cause(self, rank: int) -> str:
-        """" (killed by SIGKILL)" and the like, for a process of this host we launched."""
+    def _death_words(self, rank: int) -> str:
+        """"died (killed by SIGKILL)" and the like; the cause is known only for a process
+        of this host we launched ("died" otherwise)."""
         worker = self.workers[rank]
         if not is_this_host(worker.host):
-            return ""
+            return "died"
         code = exit_code(self.group.cluster, worker.pid)
-        oom = self._oom.killed(worker.pid) if code is None or code == -signal.SIGKILL else False
-        return death_cause.cause(code, oom)
+        killed = code is None or code == -signal.SIGKILL
+        return death_cause.death_words(code, self._oom.kill_of(worker.pid) if killed else None)
 
     def _drain(self, futures) -> None:
         """Take in what the workers printed or published just before they finished.

@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import subprocess
+from dataclasses import dataclass
 
 _KERNEL_LOG_SECONDS = 2.0
 
@@ -82,23 +83,55 @@ def read_kernel_log() -> str:
     return done.stdout if done.returncode == 0 else ""
 
 
+def oom_held_in_log(log: str, pid: int) -> int | None:
+    """The bytes `pid` held when the OOM killer ended it (its anon, file and shmem RSS, from
+    the kernel's "Killed process" line), or None when no such line gives them."""
+    for line in log.splitlines():
+        if re.search(rf"Killed process {pid}\b", line):
+            sizes = re.findall(r"\b(?:anon|file|shmem)-rss:(\d+)kB", line)
+            if sizes:
+                return sum(int(kb) for kb in sizes) * 1024
+    return None
+
+
+@dataclass(frozen=True)
+class OomKill:
+    """The kernel's OOM killer ended a worker; `held`: the bytes it held then, if logged."""
+    held: int | None = None
+
+
 class OomWatch:
     """Counts the OOM kills from when it is made: did one end a given worker?"""
 
     def __init__(self):
         self.before = read_oom_count()
 
-    def killed(self, pid: int) -> bool:
-        if oom_killed_in_log(read_kernel_log(), pid):
-            return True
+    def kill_of(self, pid: int) -> OomKill | None:
+        """The OOM kill that ended `pid`, or None when no source says one did."""
+        log = read_kernel_log()
+        if oom_killed_in_log(log, pid):
+            return OomKill(held=oom_held_in_log(log, pid))
         after = read_oom_count()
-        return self.before is not None and after is not None and after > self.before
+        if self.before is not None and after is not None and after > self.before:
+            return OomKill()
+        return None
 
 
-def cause(code, oom: bool) -> str:
-    """The words after "died": " (killed by SIGKILL)", " (exit code 3)", " (killed by the
-    out-of-memory killer: SIGKILL)", or "" when nothing is known."""
+def size_words(nbytes: int) -> str:
+    """1.3 GiB, 870 MiB."""
+    if nbytes >= 1 << 30:
+        return f"{nbytes / (1 << 30):.1f} GiB"
+    return f"{nbytes / (1 << 20):.0f} MiB"
+
+
+def death_words(code, oom: OomKill | None) -> str:
+    """What happened to a worker that ended: "died (exit code 3)", "died (killed by
+    SIGKILL)", "died" when nothing is known, or, when the OOM killer ended it (a SIGKILL,
+    or an end whose code is unknown), "was killed by the kernel's out-of-memory killer
+    holding 1.3 GiB (SIGKILL)"."""
     how = exit_cause(code)
-    if oom and (code is None or how == "killed by SIGKILL"):
-        return " (killed by the out-of-memory killer" + (": SIGKILL)" if how else ")")
-    return f" ({how})" if how else ""
+    if oom is not None and (code is None or how == "killed by SIGKILL"):
+        held = f" holding {size_words(oom.held)}" if oom.held is not None else ""
+        return ("was killed by the kernel's out-of-memory killer" + held
+                + (" (SIGKILL)" if how else ""))
+    return f"died ({how})" if how else "died"
