@@ -19,6 +19,7 @@ from ..protocol.devices import AUTO, GpusPerWorker, check_gpus_per_worker, devic
 from ..protocol.run_options import CellOptions, FitState
 from ..protocol.tempdirs import remove_worker_tempdir
 from ..protocol.tfconfig import KERAS_VERSIONS, EngineReport, launch_environment
+from . import host_capacity
 from .cell_syntax import CellSource, checked_source
 from .cell_watch import CellWatch, RunResult
 from .diagnosis import Diagnosis, WorkerTimings
@@ -132,6 +133,9 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
         them) or 2 (`tf.keras` is the tf-keras package).
         """
         _check_settings(n, timeout, communication, gpus_per_worker, keras)
+        too_many = host_capacity.problem(n, host_capacity.read_capacity())
+        if too_many:
+            raise BadArgument(too_many)
         began = time.perf_counter()
         group = EngineGroup.start(n, timeout=timeout, profile_dir=profile_dir,
                                   environment=launch_environment(gpus_per_worker, keras),

@@ -1,0 +1,116 @@
+"""Whether `n` local workers fit this host, decided before any of them starts.
+
+Two bounds, each from something measured: memory (every worker holds its own copy of
+TensorFlow's state, while the libraries' pages are shared) and cores (past 8 workers a
+core, each waits for the others most of the time and heartbeats starve). Either one
+refuses the start in one line naming the estimate. Idle workers are the floor: a start
+that passes may still run out of memory once models and data load; one refused could
+not have started.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+# An idle worker's own memory (USS: TensorFlow, tf-keras and Keras 3 imported, its strategy
+# made), and what all workers share once (the libraries' pages: RSS minus USS). Measured
+# 2026-11-26 on this project's 2-core machine with psutil: USS 290 MiB (--keras 2) and
+# 346 MiB (--keras 3); RSS 688 and 761 MiB.
+WORKER_OWN_BYTES = 350 << 20
+SHARED_BYTES = 420 << 20
+WORKERS_PER_CORE = 8
+
+@dataclass(frozen=True)
+class HostCapacity:
+    available_bytes: int | None   # memory free for new processes; None: unknown
+    cores: int                    # the cores this process may run on
+
+
+def needed_bytes(n: int) -> int:
+    return SHARED_BYTES + n * WORKER_OWN_BYTES
+
+
+def problem(n: int, capacity: HostCapacity) -> str | None:
+    """Why `n` workers cannot start on a host of `capacity`, in one line; None if they can."""
+    most = capacity.cores * WORKERS_PER_CORE
+    if n > most:
+        return (f"{n} workers would share this host's {capacity.cores} cores: more than "
+                f"{WORKERS_PER_CORE} a core, each would wait for the others most of the time. "
+                f"Start at most {most} here, or attach to a cluster on several machines "
+                "(`%tfdist attach`)")
+    available = capacity.available_bytes
+    if available is not None and needed_bytes(n) > available:
+        fits = max(0, (available - SHARED_BYTES) // WORKER_OWN_BYTES)
+        return (f"{n} workers need at least {_gib(needed_bytes(n))} of memory (an idle worker "
+                f"holds {WORKER_OWN_BYTES >> 20} MiB of its own, plus {SHARED_BYTES >> 20} MiB "
+                f"they share), but this host has {_gib(available)} available. Start at most "
+                f"{fits} here, free memory, or attach to a cluster on several machines "
+                "(`%tfdist attach`)")
+    return None
+
+
+def read_capacity() -> HostCapacity:
+    """This host's available memory (the smaller of the system's and this process'
+    cgroup's room) and the cores this process may use."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return HostCapacity(available_bytes=_available_bytes(), cores=max(1, cores))
+
+
+def _available_bytes() -> int | None:
+    rooms = [room for room in (_meminfo_available(),
+                               *map(_cgroup_room, _cgroup_files(_read("/proc/self/cgroup") or "")))
+             if room is not None]
+    return min(rooms) if rooms else None
+
+
+def _cgroup_files(proc_cgroup: str) -> list[tuple[str, str]]:
+    """(limit, usage) files of this process' memory cgroup, cgroup v2's or v1's."""
+    files = []
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        path = path.strip().lstrip("/")
+        if controllers == "":
+            base = os.path.join("/sys/fs/cgroup", path)
+            files.append((os.path.join(base, "memory.max"), os.path.join(base, "memory.current")))
+        elif "memory" in controllers.split(","):
+            base = os.path.join("/sys/fs/cgroup/memory", path)
+            files.append((os.path.join(base, "memory.limit_in_bytes"),
+                          os.path.join(base, "memory.usage_in_bytes")))
+    return files
+
+
+def _meminfo_available() -> int | None:
+    text = _read("/proc/meminfo") or ""
+    for line in text.splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return None
+
+
+def _cgroup_room(files: tuple[str, str]) -> int | None:
+    """The cgroup's limit minus its usage; None without a limit (v2 says "max"; v1 a huge
+    number) or where the files are unreadable."""
+    limit, usage = (_read(path) for path in files)
+    try:
+        limit_bytes, usage_bytes = int(limit or ""), int(usage or "")
+    except ValueError:
+        return None
+    if limit_bytes >= 1 << 60:
+        return None
+    return max(0, limit_bytes - usage_bytes)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / (1 << 30):.1f} GiB"
