@@ -57,6 +57,10 @@ def ip(terminal_shell, monkeypatch):
 def pytest_collection_modifyitems(config, items):
     """Every test is `unit` (pure, seconds, no engines: its module says so) or `cluster`
     (real engines and TensorFlow): `-m unit` runs the fast part alone."""
+    # Scale tests take minutes each and fill the machine: only when `-m` names them.
+    scale_asked = "scale" in (config.option.markexpr or "")
     for item in items:
         if item.get_closest_marker("unit") is None:
             item.add_marker(pytest.mark.cluster)
+        if item.get_closest_marker("scale") is not None and not scale_asked:
+            item.add_marker(pytest.mark.skip(reason="a scale test: run with `pytest -m scale`"))
