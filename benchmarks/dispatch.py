@@ -1,0 +1,89 @@
+"""The notebook-to-engines round trip that ipyparallel itself allows, before tfmw adds
+anything: one no-op call on N plain engines (no TensorFlow), sent three ways, side by side
+in one run.
+
+    python benchmarks/dispatch.py [--sizes 16 64] [--calls 40] [--rounds 3]
+
+- direct: one `apply_async` per engine (how tfmw sends a cell today: N requests, N replies);
+- broadcast: one request to the controller's broadcast scheduler, one reply per engine;
+- coalescing: one request, one reply gathered by the scheduler.
+
+For each: the median round trip and the notebook's CPU per call (its process time), with
+ratios against direct. Where N engines share few cores, the engines' own turns bound the
+round trip whatever the notebook sends: compare wall and notebook CPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import ipyparallel as ipp
+
+
+def noop(source, filename, display):
+    """Stands in for a cell's entry point: the same argument shapes, no work."""
+    return None
+
+
+def measure(send, calls: int) -> tuple[list[float], float]:
+    """Round trips (ms) of `calls` sends, and the notebook's CPU ms per send."""
+    walls = []
+    cpu_began = time.process_time()
+    for _ in range(calls):
+        began = time.perf_counter()
+        send()
+        walls.append((time.perf_counter() - began) * 1000)
+    return walls, (time.process_time() - cpu_began) * 1000 / calls
+
+
+def run_size(n: int, calls: int, rounds: int) -> dict[str, tuple[float, float]]:
+    # Engines start at about 1.5 a second on 2 cores: the wait grows with N.
+    with ipp.Cluster(n=n, log_level=40, engine_timeout=60 + 2 * n) as client:
+        ids = client.ids
+        source = "x = 1\n"
+        broadcast = client.broadcast_view(targets=ids, is_coalescing=False)
+        coalescing = client.broadcast_view(targets=ids, is_coalescing=True)
+
+        def direct():
+            futures = [client[i].apply_async(noop, source, "cell", True) for i in ids]
+            for future in futures:
+                future.get(timeout=60)
+
+        ways = {"direct": direct,
+                "broadcast": lambda: broadcast.apply_async(noop, source, "cell",
+                                                           True).get(timeout=60),
+                "coalescing": lambda: coalescing.apply_async(noop, source, "cell",
+                                                             True).get(timeout=60)}
+        for send in ways.values():      # warm every path before timing any
+            measure(send, 5)
+        walls: dict[str, list[float]] = {name: [] for name in ways}
+        cpus: dict[str, list[float]] = {name: [] for name in ways}
+        for _ in range(rounds):         # interleaved, so a slow spell hits all three
+            for name, send in ways.items():
+                wall, cpu = measure(send, calls)
+                walls[name] += wall
+                cpus[name].append(cpu)
+        return {name: (statistics.median(walls[name]), statistics.median(cpus[name]))
+                for name in ways}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 64])
+    parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    print(f"{'N':>4} {'way':<11} {'round trip':>11} {'vs direct':>9} "
+          f"{'notebook CPU':>13} {'vs direct':>9}")
+    for n in args.sizes:
+        results = run_size(n, args.calls, args.rounds)
+        base_wall, base_cpu = results["direct"]
+        for name, (wall, cpu) in results.items():
+            print(f"{n:>4} {name:<11} {wall:>8.1f} ms {wall / base_wall:>8.2f}x "
+                  f"{cpu:>10.1f} ms {cpu / base_cpu:>8.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()
