@@ -25,6 +25,7 @@ def test_more_than_eight_workers_a_core_is_refused_naming_the_most_that_fit():
     said = host_capacity.problem(17, two_cores)
     assert said.startswith("17 workers would share this host's 2 cores: more than 8 a core")
     assert "Start at most 16 here" in said and "\n" not in said
+    assert said.endswith("(`TFCluster.attach()`)")       # the API's words; magics translate
 
 
 @pytest.mark.unit
@@ -70,6 +71,7 @@ def test_a_start_past_this_hosts_cores_is_refused_and_starts_nothing(ip):
         ip.run_line_magic("tfdist", f"start -n {cores * 8 + 1}")
     said = str(error.value)
     assert f"workers would share this host's {cores} cores" in said and "\n" not in said
+    assert said.endswith("(`%tfdist attach`)"), said
     after = {child.pid for child in psutil.Process().children(recursive=True)}
     assert after <= before                        # no engine, no controller
     assert ip.user_ns["precious"] == 42

@@ -38,7 +38,7 @@ def problem(n: int, capacity: HostCapacity) -> str | None:
         return (f"{n} workers would share this host's {capacity.cores} cores: more than "
                 f"{WORKERS_PER_CORE} a core, each would wait for the others most of the time. "
                 f"Start at most {most} here, or attach to a cluster on several machines "
-                "(`%tfdist attach`)")
+                "(`TFCluster.attach()`)")
     available = capacity.available_bytes
     if available is not None and needed_bytes(n) > available:
         fits = max(0, (available - SHARED_BYTES) // WORKER_OWN_BYTES)
@@ -46,7 +46,7 @@ def problem(n: int, capacity: HostCapacity) -> str | None:
                 f"holds {WORKER_OWN_BYTES >> 20} MiB of its own, plus {SHARED_BYTES >> 20} MiB "
                 f"they share), but this host has {_gib(available)} available. Start at most "
                 f"{fits} here, free memory, or attach to a cluster on several machines "
-                "(`%tfdist attach`)")
+                "(`TFCluster.attach()`)")
     return None
 
 
