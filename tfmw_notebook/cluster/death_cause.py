@@ -13,6 +13,8 @@ import signal
 import subprocess
 from dataclasses import dataclass
 
+from .memory_cgroups import V2, memory_cgroup_dirs
+
 _KERNEL_LOG_SECONDS = 2.0
 
 
@@ -44,15 +46,9 @@ def oom_killed_in_log(log: str, pid: int) -> bool:
 def _cgroup_files(proc_cgroup: str) -> list[str]:
     """Where this process' OOM counter may be: its cgroup's, then the namespace root's."""
     files = []
-    for line in proc_cgroup.splitlines():
-        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        path = path.strip().lstrip("/")
-        if controllers == "":        # cgroup v2
-            files += [os.path.join("/sys/fs/cgroup", path, "memory.events"),
-                      "/sys/fs/cgroup/memory.events"]
-        elif "memory" in controllers.split(","):
-            files += [os.path.join("/sys/fs/cgroup/memory", path, "memory.oom_control"),
-                      "/sys/fs/cgroup/memory/memory.oom_control"]
+    for version, directory, root in memory_cgroup_dirs(proc_cgroup):
+        name = "memory.events" if version == V2 else "memory.oom_control"
+        files += [os.path.join(directory, name), os.path.join(root, name)]
     return files
 
 

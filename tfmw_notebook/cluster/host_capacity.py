@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from .memory_cgroups import V1, V2, memory_cgroup_dirs
+
 # An idle worker's own memory (USS: TensorFlow, tf-keras and Keras 3 imported, its strategy
 # made), and what all workers share once (the libraries' pages: RSS minus USS). Measured
 # 2026-11-26 on this project's 2-core machine with psutil: USS 290 MiB (--keras 2) and
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 WORKER_OWN_BYTES = 350 << 20
 SHARED_BYTES = 420 << 20
 WORKERS_PER_CORE = 8
+_ELSEWHERE = "or attach to a cluster on several machines (`TFCluster.attach()`)"
 
 @dataclass(frozen=True)
 class HostCapacity:
@@ -37,16 +40,14 @@ def problem(n: int, capacity: HostCapacity) -> str | None:
     if n > most:
         return (f"{n} workers would share this host's {capacity.cores} cores: more than "
                 f"{WORKERS_PER_CORE} a core, each would wait for the others most of the time. "
-                f"Start at most {most} here, or attach to a cluster on several machines "
-                "(`TFCluster.attach()`)")
+                f"Start at most {most} here, {_ELSEWHERE}")
     available = capacity.available_bytes
     if available is not None and needed_bytes(n) > available:
         fits = max(0, (available - SHARED_BYTES) // WORKER_OWN_BYTES)
         return (f"{n} workers need at least {_gib(needed_bytes(n))} of memory (an idle worker "
                 f"holds {WORKER_OWN_BYTES >> 20} MiB of its own, plus {SHARED_BYTES >> 20} MiB "
                 f"they share), but this host has {_gib(available)} available. Start at most "
-                f"{fits} here, free memory, or attach to a cluster on several machines "
-                "(`TFCluster.attach()`)")
+                f"{fits} here, free memory, {_ELSEWHERE}")
     return None
 
 
@@ -69,18 +70,10 @@ def _available_bytes() -> int | None:
 
 def _cgroup_files(proc_cgroup: str) -> list[tuple[str, str]]:
     """(limit, usage) files of this process' memory cgroup, cgroup v2's or v1's."""
-    files = []
-    for line in proc_cgroup.splitlines():
-        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
-        path = path.strip().lstrip("/")
-        if controllers == "":
-            base = os.path.join("/sys/fs/cgroup", path)
-            files.append((os.path.join(base, "memory.max"), os.path.join(base, "memory.current")))
-        elif "memory" in controllers.split(","):
-            base = os.path.join("/sys/fs/cgroup/memory", path)
-            files.append((os.path.join(base, "memory.limit_in_bytes"),
-                          os.path.join(base, "memory.usage_in_bytes")))
-    return files
+    names = {V2: ("memory.max", "memory.current"),
+             V1: ("memory.limit_in_bytes", "memory.usage_in_bytes")}
+    return [(os.path.join(directory, names[version][0]), os.path.join(directory, names[version][1]))
+            for version, directory, _ in memory_cgroup_dirs(proc_cgroup)]
 
 
 def _meminfo_available() -> int | None:
