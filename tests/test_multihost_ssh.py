@@ -35,10 +35,14 @@ RECIPE = recipe("SSH").sized(SIZES)
 (START,) = RECIPE.commands
 (ATTACH,) = RECIPE.notebook
 PROFILE = START.split("--profile=")[1].split()[0]
+EARLY_SHUTDOWN_SECONDS = 5   # ipcluster's default is 30
 
 
 def simulation_only(ssh: SshHosts) -> list[str]:
     """The `ipcluster_config.py` lines the simulated hosts need and a real cluster would not.
+
+    A shorter early-shutdown window (see wait_past_early_shutdown) stands for a user's
+    cluster that has been up longer than ipcluster's 30 s when a worker fails.
 
     `-F` names the ssh config of tests/sim_ssh.py, which stands in for the user's
     ~/.ssh/config: the user (root), the key, the host names' test addresses, no prompt
@@ -46,7 +50,8 @@ def simulation_only(ssh: SshHosts) -> list[str]:
     connection per host. Everything else a real cluster has, SeparateFiles gives the
     hosts outside the config: DNS names, and a profile directory of their own."""
     return [f"c.SSHEngineSetLauncher.ssh_args = {['-F', ssh.ssh_config_path]!r}",
-            f"c.SSHEngineSetLauncher.scp_args = {['-F', ssh.ssh_config_path]!r}"]
+            f"c.SSHEngineSetLauncher.scp_args = {['-F', ssh.ssh_config_path]!r}",
+            f"c.IPClusterStart.early_shutdown = {EARLY_SHUTDOWN_SECONDS}"]
 
 
 def shell_env() -> dict[str, str]:
@@ -80,13 +85,17 @@ class SshCluster:
         except BaseException:
             self.stop()
             raise
-        self.engines_up = time.monotonic()   # set again once all engines registered
 
     def wait_past_early_shutdown(self) -> None:
         """`ipcluster start` tears the whole cluster down when its engines stop within
-        30 s of their start (IPClusterStart.early_shutdown: "they probably failed to
-        connect"); a user's cluster is older than that when a worker fails."""
-        time.sleep(max(0.0, self.engines_up + 31 - time.monotonic()))
+        IPClusterStart.early_shutdown of their start ("they probably failed to connect");
+        a user's cluster is older than that when a worker fails. ipcluster logs the
+        window's end."""
+        def logged():
+            with open(self.log, errors="replace") as f:
+                return "Engines appear to have started successfully" in f.read()
+
+        wait_for(logged, EARLY_SHUTDOWN_SECONDS + 60, "ipcluster's early-shutdown window to pass")
 
     def stop(self) -> None:
         """Stop the cluster and remove the config this test wrote."""
@@ -165,7 +174,6 @@ def test_ssh_launcher_cluster_trains_across_two_hosts(sim, kernel, ipcluster):
     began = time.monotonic()
     out = kernel.ok(ATTACH, timeout=180)
     assert "4 workers ready" in out.stdout, out.stdout
-    ipcluster.engines_up = time.monotonic()
     # The recipe's controller listens on every interface and names this machine's host
     # name as the place to dial (which the hosts resolve, as the recipe says they must).
     with open(os.path.join(ipcluster.profile_dir, "security", "ipcontroller-engine.json")) as f:

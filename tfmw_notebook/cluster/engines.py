@@ -17,7 +17,7 @@ import time
 from collections.abc import Collection, Sequence
 
 import ipyparallel as ipp
-from ipyparallel.cluster.launcher import ipengine_cmd_argv
+from ipyparallel.cluster.launcher import SSHLauncher, ipengine_cmd_argv
 from IPython.core.profiledir import ProfileDir, ProfileDirError
 from IPython.paths import get_ipython_dir
 
@@ -298,6 +298,7 @@ class EngineGroup:
         self._retired.update(self.ids)
         deadline = time.monotonic() + timeout
         try:
+            _skip_output_fetch(cluster)
             cluster.stop_engines_sync()
         except Exception as exc:
             # The engines were killed already (through their nannies); a launcher that
@@ -327,6 +328,17 @@ class EngineGroup:
         _close(self.network)
         self.network = None
         self.ids = []
+
+def _skip_output_fetch(cluster: ipp.Cluster) -> None:
+    """Stopping an engine set fetches each engine's output file; with the SSH launcher, one
+    that is gone costs 10 s of polling and a failed scp, and `ipcluster start` removes the
+    files of its engines as soon as they end (measured: 3 such engines added 46 s to a
+    restart). The old engines' output is not needed: they were killed on purpose."""
+    for engine_set in cluster.engines.values():
+        for launcher in getattr(engine_set, "launchers", {}).values():
+            if isinstance(launcher, SSHLauncher) and launcher._output is None:
+                launcher._output = ""
+
 
 def relaunch_environment(group: EngineGroup, updates: dict[str, str]) -> None:
     """Engines `group` starts from now on get `updates` in their launch environment (if
