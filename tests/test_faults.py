@@ -165,65 +165,6 @@ def test_silent_worker_is_named_from_its_heartbeat_and_cluster_recovers(kernel, 
     assert_cluster_works(kernel)
 
 
-HOLD_THE_GIL = """\
-import ctypes, time
-defined_here = tfdist.rank + 10
-began = time.monotonic()
-if tfdist.rank == 1:
-    ctypes.PyDLL(None).sleep(12)   # libc's sleep, called without releasing the GIL
-held = time.monotonic() - began
-"""
-
-
-def test_a_worker_holding_the_gil_is_busy_not_lost(kernel):
-    """Its heartbeat (a Python thread) cannot beat for 12 s, but its process runs: the
-    cell waits for it and ends on the same processes, with the cell's names kept."""
-    kernel.ok("%%tfdist\nbefore = 1")
-    pids, _ = worker_processes(kernel)
-    out = kernel.execute("%%tfdist\n" + HOLD_THE_GIL, timeout=120)
-
-    assert out.status == "ok", out.error_text + out.stderr
-    assert "not heard from" not in out.stderr and "restart" not in out.stderr, out.stderr
-    assert worker_processes(kernel)[0] == pids
-    assert per_worker(kernel, "defined_here") == [10, 11]
-    assert per_worker(kernel, "before") == [1, 1]
-    assert per_worker(kernel, "held")[1] >= 11.5
-
-
-# In the notebook: rank 0's first dashboard update holds the watch loop up for 8 s, as the
-# first drawing's import of matplotlib did on a loaded machine; every probe is recorded.
-HELD_UP_NOTEBOOK = """\
-import time
-from tfmw_notebook.cluster import worker_probe
-from tfmw_notebook.widgets import live
-probed, held_up = [], []
-real_judge_all, real_on_data = worker_probe.judge_all, live.LiveRun.on_data
-
-def recorded_judge_all(workers):
-    probed.append([worker.engine_id for worker in workers])
-    return real_judge_all(workers)
-
-def slow_on_data(self, rank, data):
-    if rank == 0 and not held_up:
-        held_up.append(rank)
-        time.sleep(8)
-    return real_on_data(self, rank, data)
-
-worker_probe.judge_all, live.LiveRun.on_data = recorded_judge_all, slow_on_data
-"""
-
-
-def test_beats_that_came_while_the_notebook_was_held_up_are_counted(kernel):
-    """The workers beat all along: no one is judged silent, not even probed."""
-    kernel.ok(HELD_UP_NOTEBOOK)
-    try:
-        kernel.ok("%%tfdist\nimport time\ntime.sleep(12)", timeout=120)
-        out = kernel.ok("print(held_up, probed)")
-    finally:
-        kernel.ok("worker_probe.judge_all, live.LiveRun.on_data = real_judge_all, real_on_data")
-    assert out.stdout.strip() == "[0] []", out.stdout
-
-
 def test_interrupt_stops_every_worker(kernel, tmp_path):
     marker = str(tmp_path / "training")
     kernel.ok("%%tfdist\n" + MNIST_SETUP)
@@ -308,7 +249,7 @@ def test_a_worker_stuck_in_its_own_code_is_named_and_stall_timeout_stops_the_cel
 SLOW_TRACE = '''
 class SlowToTrace(tf.keras.layers.Layer):
     def call(self, x):
-        for _ in range(4000):          # unrolled into the graph: a trace of several seconds
+        for _ in range(2000):          # unrolled into the graph: a trace of several seconds
             x = x * 1.0 + 0.0
         return x
 
@@ -331,3 +272,64 @@ def test_a_slow_first_step_is_not_a_stall(kernel):
     assert seconds > 4.0, seconds      # long enough that a naive watch would have warned
     assert "has made no progress" not in out.stderr, out.stderr
     print(f"slow first step {seconds:.1f} s, no stall warning")
+
+
+# Last in this module: the cells these leave behind run 12 s each, and every later restart
+# here would replay them.
+HOLD_THE_GIL = """\
+import ctypes, time
+defined_here = tfdist.rank + 10
+began = time.monotonic()
+if tfdist.rank == 1:
+    ctypes.PyDLL(None).sleep(12)   # libc's sleep, called without releasing the GIL
+held = time.monotonic() - began
+"""
+
+
+def test_a_worker_holding_the_gil_is_busy_not_lost(kernel):
+    """Its heartbeat (a Python thread) cannot beat for 12 s, but its process runs: the
+    cell waits for it and ends on the same processes, with the cell's names kept."""
+    kernel.ok("%%tfdist\nbefore = 1")
+    pids, _ = worker_processes(kernel)
+    out = kernel.execute("%%tfdist\n" + HOLD_THE_GIL, timeout=120)
+
+    assert out.status == "ok", out.error_text + out.stderr
+    assert "not heard from" not in out.stderr and "restart" not in out.stderr, out.stderr
+    assert worker_processes(kernel)[0] == pids
+    assert per_worker(kernel, "defined_here") == [10, 11]
+    assert per_worker(kernel, "before") == [1, 1]
+    assert per_worker(kernel, "held")[1] >= 11.5
+
+
+# In the notebook: rank 0's first dashboard update holds the watch loop up for 8 s, as the
+# first drawing's import of matplotlib did on a loaded machine; every probe is recorded.
+HELD_UP_NOTEBOOK = """\
+import time
+from tfmw_notebook.cluster import worker_probe
+from tfmw_notebook.widgets import live
+probed, held_up = [], []
+real_judge_all, real_on_data = worker_probe.judge_all, live.LiveRun.on_data
+
+def recorded_judge_all(workers):
+    probed.append([worker.engine_id for worker in workers])
+    return real_judge_all(workers)
+
+def slow_on_data(self, rank, data):
+    if rank == 0 and not held_up:
+        held_up.append(rank)
+        time.sleep(8)
+    return real_on_data(self, rank, data)
+
+worker_probe.judge_all, live.LiveRun.on_data = recorded_judge_all, slow_on_data
+"""
+
+
+def test_beats_that_came_while_the_notebook_was_held_up_are_counted(kernel):
+    """The workers beat all along: no one is judged silent, not even probed."""
+    kernel.ok(HELD_UP_NOTEBOOK)
+    try:
+        kernel.ok("%%tfdist\nimport time\ntime.sleep(12)", timeout=120)
+        out = kernel.ok("print(held_up, probed)")
+    finally:
+        kernel.ok("worker_probe.judge_all, live.LiveRun.on_data = real_judge_all, real_on_data")
+    assert out.stdout.strip() == "[0] []", out.stdout
