@@ -54,7 +54,8 @@ class CellCommand(CommandBase):
         if options.report:
             from ..widgets.live import LiveRun
 
-            live = LiveRun(widgets=getattr(self.shell, "kernel", None) is not None)
+            live = LiveRun(widgets=getattr(self.shell, "kernel", None) is not None,
+                           host_of=lambda rank: host_of_rank(cluster, rank))
         runs = CellRuns(root=_runs_root(), run_dir=run_dir, name=name, source=cell,
                         sweep=dict(sweep or {}), resumed=options.resume_from is not None,
                         capture=FitCapture(live.on_data if live is not None else None),
@@ -205,3 +206,9 @@ def _is_serialization_error(exc: BaseException) -> bool:
 def _runs_root() -> str:
     """Where run records live: ./tfdist_checkpoints of the notebook's directory."""
     return os.path.abspath(checkpoints.DEFAULT_ROOT)
+
+
+def host_of_rank(cluster: TFCluster, rank: int) -> str:
+    """The host of the worker of this rank now (after a restart, of the new one)."""
+    workers = cluster.workers
+    return workers[rank].host if 0 <= rank < len(workers) else "unknown host"

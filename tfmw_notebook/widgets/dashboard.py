@@ -21,6 +21,7 @@ from .figures import (
     sharp_image,
     show_figure,
 )
+from .host_summary import SUMMARISE_ABOVE, HostGroup, group_by_host, group_text, overview_text
 from .metrics import MetricsStore, WorkerProgress
 from .summaries import format_metrics, format_value, progress_text, summary_text
 
@@ -35,6 +36,7 @@ from .summaries import format_metrics, format_value, progress_text, summary_text
 DRAW_SHARE = 0.02
 FIRST_DRAWING_GUESS = 0.025   # seconds; one drawing measured 13-40 ms on 2 cores
 MAX_REDRAW_INTERVAL = 2.0
+DETAIL_INTERVAL = 1.0   # seconds between updates of each worker's row under a host's line
 
 
 class _ProgressRow:
@@ -55,11 +57,40 @@ class _ProgressRow:
         self.label.value = html.escape(progress_text(progress, behind))
 
 
+class _HostRow:
+    """One host's workers as one line, each worker's own row under an accordion: opening
+    it is the front end's business, so it opens while the cell runs (the kernel, busy
+    with the cell, reads no widget messages until it ends)."""
+
+    def __init__(self) -> None:
+        self.bar = widgets.FloatProgress(value=0.0, min=0.0, max=1.0,
+                                         layout=widgets.Layout(width="30%", min_width="80px"))
+        self.label = widgets.HTML()
+        self.workers_box = widgets.VBox()
+        self.details = widgets.Accordion(children=[self.workers_box], titles=("each worker",),
+                                         selected_index=None)
+        self.details.add_class("tfmw-host-details")
+        self.widget = widgets.VBox([widgets.HBox([self.bar, self.label]), self.details])
+        self.widget.add_class("tfmw-host-progress")
+
+    def show(self, group: HostGroup) -> None:
+        self.bar.value = group.fraction or 0.0
+        self.bar.bar_style = ("warning" if group.stalled or group.slowest in group.behind
+                              else "success" if group.finished else "info")
+        self.label.value = html.escape(group_text(group))
+
+
 class Dashboard:
-    """The live view of a training run: `widget` to display, `feed(events)` to update."""
+    """The live view of a training run: `widget` to display, `feed(events)` to update.
+
+    `host_of(rank)` names each worker's host: with more than SUMMARISE_ABOVE workers the
+    progress is one line per host under an overview naming the straggler, each host's
+    workers shown on demand; without it (or with fewer workers), one row per worker.
+    """
 
     def __init__(self, store: MetricsStore | None = None, min_redraw_interval: float = 0.5,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic,
+                 host_of: Callable[[int], str] | None = None):
         self.store = store if store is not None else MetricsStore()
         self.min_redraw_interval = min_redraw_interval
         self._clock = clock
@@ -78,6 +109,11 @@ class Dashboard:
         self.widget.add_class("tfmw-dashboard")
         self.image.add_class("tfmw-curves")
         self._rows: dict[int, _ProgressRow] = {}
+        self._host_of = host_of
+        self.overview = widgets.HTML()
+        self.overview.add_class("tfmw-progress-overview")
+        self._host_rows: dict[str, _HostRow] = {}
+        self._details_shown = -float("inf")
 
     def feed(self, events: Mapping | Iterable[Mapping]) -> None:
         """Add events to the store and update the view (the image only if it is due)."""
@@ -108,8 +144,11 @@ class Dashboard:
         return render_curves_png(self.store)
 
     def close(self) -> None:
-        """Close every widget of the view (the static image has replaced it)."""
+        """Close every widget of the view (the static image has replaced it), also those
+        not shown (the overview below SUMMARISE_ABOVE workers, rows made before)."""
         close_widget_tree(self.widget)
+        for widget in [self.overview, *(row.widget for row in self._rows.values())]:
+            close_widget_tree(widget)
 
     def summary_line(self) -> str:
         return summary_text(self.store.summary())
@@ -130,11 +169,43 @@ class Dashboard:
 
     def _show_progress(self) -> None:
         behind = set(self.store.lagging_ranks())
-        for rank in self.store.ranks:
+        ranks = self.store.ranks
+        if self._host_of is not None and len(ranks) > SUMMARISE_ABOVE:
+            self._show_hosts(ranks, behind)
+            return
+        for rank in ranks:
             if rank not in self._rows:
                 self._rows[rank] = _ProgressRow()
                 self.progress_box.children = [self._rows[r].widget for r in sorted(self._rows)]
             self._rows[rank].show(self.store.progress(rank), rank in behind)
+
+    def _show_hosts(self, ranks: list[int], behind: set[int]) -> None:
+        assert self._host_of is not None
+        progress = {rank: self.store.progress(rank) for rank in ranks}
+        groups = group_by_host(progress, self._host_of, behind)
+        self.overview.value = html.escape(overview_text(progress, groups))
+        if [g.host for g in groups] != list(self._host_rows):
+            self._host_rows = {g.host: self._host_rows.get(g.host) or _HostRow() for g in groups}
+            self.progress_box.children = [self.overview] + [
+                row.widget for row in self._host_rows.values()]
+        # Each worker's row is kept up to date (the kernel cannot know which are open), at
+        # most every DETAIL_INTERVAL: a message per worker per refresh adds up at scale.
+        now = self._clock()
+        details_due = now - self._details_shown >= DETAIL_INTERVAL
+        for group in groups:
+            row = self._host_rows[group.host]
+            row.show(group)
+            if not details_due and row.workers_box.children:
+                continue
+            for rank in group.ranks:
+                if rank not in self._rows:
+                    self._rows[rank] = _ProgressRow()
+                self._rows[rank].show(progress[rank], rank in behind)
+            shown = [self._rows[rank].widget for rank in group.ranks]
+            if list(row.workers_box.children) != shown:
+                row.workers_box.children = shown
+        if details_due:
+            self._details_shown = now
 
     def _show_latest(self) -> None:
         latest = self.store.latest()

@@ -4,6 +4,7 @@ a static image and a summary line when the cell ends."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..protocol.events import new_events
@@ -16,9 +17,10 @@ _REFRESH_EVERY = 0.5  # seconds between progress updates when no event arrives
 
 
 class LiveRun:
-    def __init__(self, *, widgets: bool):
+    def __init__(self, *, widgets: bool, host_of: Callable[[int], str] | None = None):
         self.store = MetricsStore()
         self._widgets = widgets
+        self._host_of = host_of   # each worker's host, for the dashboard's summary by host
         self._view: Dashboard | TextReporter | None = None
         self._handle = None
         self._last_seq: dict[int, int] = {}
@@ -74,7 +76,7 @@ class LiveRun:
 
                 from .dashboard import Dashboard
 
-                self._view = Dashboard(self.store)
+                self._view = Dashboard(self.store, host_of=self._host_of)
                 # None when no front end listens (a script): the view still collects.
                 self._handle = display(self._view.widget, display_id=True)
             else:
