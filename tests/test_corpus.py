@@ -61,13 +61,24 @@ def clusters(tmp_path_factory):
 def test_program(clusters, name):
     program = harness.load_program(name)
     cluster = clusters.get(program.KERAS)
-    one_process = harness.OneProcessRun(program, f"{cluster.directory}/{name}/one-process",
-                                        cluster.legacy_keras)
+    def reference_run():
+        return harness.OneProcessRun(program, f"{cluster.directory}/{name}/one-process",
+                                     cluster.legacy_keras)
+
+    # Alongside the workers, unless the two would share files by absolute path; then
+    # each starts without the files the other (or an earlier run) left there.
+    shared = harness.absolute_paths(program)
+    harness.remove_temporary(shared)
+    one_process = None if shared else reference_run()
     try:
         workers = harness.run_on_workers(cluster, program)
     except BaseException:
-        one_process.kill()
+        if one_process is not None:
+            one_process.kill()
         raise
+    if one_process is None:
+        harness.remove_temporary(shared)
+        one_process = reference_run()
     reference = one_process.result()
     found = harness.problems(program, workers, reference)
     print(f"CORPUS {name}: loss {workers.loss!r} on 2 workers, {reference.loss!r} in one process")
@@ -131,6 +142,27 @@ def test_program_format(name):
         ast.parse(TransformerManager().transform_cell(source))
     compile(program.MODEL, "MODEL", "eval")
     compile(program.LOSS, "LOSS", "eval")
+
+
+@pytest.mark.unit
+def test_the_programs_that_name_absolute_paths_are_the_ones_that_do():
+    found = {name: harness.absolute_paths(harness.load_program(name)) for name in PROGRAMS}
+    assert {name: paths for name, paths in found.items() if paths} == {
+        "tf_multi_worker_with_keras": {"/tmp/keras-model", "/tmp/ckpt", "/tmp/backup"},
+        "tf_save_and_load": {"/tmp/keras_save.keras", "/tmp/tf_save"}}
+
+
+@pytest.mark.unit
+def test_only_paths_in_the_temp_directory_are_removed(tmp_path, monkeypatch):
+    monkeypatch.setattr(harness.tempfile, "gettempdir", lambda: str(tmp_path / "temp"))
+    (tmp_path / "temp" / "ckpt").mkdir(parents=True)
+    (tmp_path / "temp" / "model.keras").write_text("x")
+    (tmp_path / "elsewhere").write_text("kept")
+    temp = tmp_path / "temp"
+    harness.remove_temporary({str(temp / "ckpt"), str(temp / "model.keras"),
+                              str(tmp_path / "elsewhere"), str(temp), "/"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere", "temp"]
+    assert list((tmp_path / "temp").iterdir()) == []
 
 
 # -- the verdict (pure) -----------------------------------------------------------------

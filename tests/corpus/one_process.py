@@ -1,6 +1,7 @@
 """The one-process reference run of a corpus program: `python -m corpus.one_process`.
 
-Reads {"sources": [DATA, *CELLS], "loss": LOSS, "replicas": N} as JSON on stdin, runs each
+Reads {"sources": [DATA, *CELLS], "loss": LOSS, "replicas": N} as JSON from the file named
+as its argument (or stdin), runs each
 source as a cell of an IPython shell (so `!` and `%` lines work as in a notebook), stopping at the
 first error, and prints one line `CORPUS_RESULT {"loss": ...}` or
 `CORPUS_RESULT {"error": "Type: message"}`. The caller sets the environment (no
@@ -49,12 +50,11 @@ def _replicated_scope(replicas: int):
 
 
 def main() -> None:
-    # Imported before the program arrives: the caller may start this process ahead of
-    # time. Importing runs no TensorFlow op, so devices can still be configured.
-    import tensorflow  # noqa: F401
-    from IPython.core.interactiveshell import InteractiveShell  # noqa: F401
-
-    spec = json.load(sys.stdin)
+    if len(sys.argv) > 1:
+        with open(sys.argv[1]) as f:
+            spec = json.load(f)
+    else:
+        spec = json.load(sys.stdin)
     result = run(spec["sources"], spec["loss"], spec.get("replicas", 1))
     sys.stdout.flush()
     print("CORPUS_RESULT " + json.dumps(result), flush=True)
