@@ -465,3 +465,31 @@ def test_matplotlib_is_imported_off_the_watch_loop_once_a_cluster_is_up():
     # Agg and the figure, not pyplot (its global backend stays the notebook's), and a
     # second call has nothing to do.
     assert out == "['matplotlib.backends.backend_agg', 'matplotlib.figure'] None", out
+
+
+@pytest.mark.parametrize("points, expected", [
+    ([0.038, 0.042], (0, 1)),       # a fit's first steps: the first epoch, whole
+    ([0.0, 0.9], (0, 1)),
+    ([1.0, 1.5], (1, 2)),
+])
+def test_an_epoch_axis_with_less_than_two_whole_epochs_in_view_spans_the_epoch(points,
+                                                                              expected):
+    from matplotlib.figure import Figure
+    from tfmw_notebook.widgets.figures import whole_epoch_ticks
+
+    axes = Figure().add_subplot()
+    axes.plot(points, [1.0, 2.0])
+    whole_epoch_ticks(axes)
+    assert axes.get_xlim() == expected
+    assert all(float(tick).is_integer() for tick in axes.get_xticks())
+
+
+def test_an_epoch_axis_over_several_epochs_keeps_its_view():
+    from matplotlib.figure import Figure
+    from tfmw_notebook.widgets.figures import whole_epoch_ticks
+
+    axes = Figure().add_subplot()
+    axes.plot([0.5, 3.2], [1.0, 2.0])
+    before = axes.get_xlim()
+    whole_epoch_ticks(axes)
+    assert axes.get_xlim() == before

@@ -7,6 +7,7 @@ pyplot's global state and backend alone) into PNGs shown in an `ipywidgets.Image
 from __future__ import annotations
 
 import html
+import math
 import sys
 import threading
 
@@ -65,9 +66,17 @@ def close_widget_tree(widget: widgets.Widget) -> None:
 
 
 def whole_epoch_ticks(axes) -> None:
-    """Epoch axes tick whole epochs only (no 4.25 or 0.5)."""
+    """Epoch axes tick whole epochs only (no 4.25 or 0.5). Within an epoch's first steps
+    the axis spans that whole epoch: with less than one whole number in view matplotlib
+    falls back to fractional ticks (0.0380, 0.0385, ... written over each other)."""
     from matplotlib.ticker import MaxNLocator
 
+    low, high = axes.get_xlim()
+    if math.floor(high) - math.ceil(low) + 1 < 2:   # fewer whole numbers than ticks needed
+        first, last = axes.dataLim.intervalx
+        start = math.floor(first) if math.isfinite(first) else math.floor(low)
+        end = math.ceil(last) if math.isfinite(last) else start + 1
+        axes.set_xlim(start, max(end, start + 1))
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
