@@ -112,3 +112,23 @@ def test_the_controller_writes_its_connection_files_for_its_owner_only():
         assert not [name for name in os.listdir(security) if name.startswith(".tmp-")]
     finally:
         group.stop()
+
+
+@pytest.mark.unit
+def test_a_restart_reads_no_output_of_the_ssh_engines_it_stops(monkeypatch):
+    """Stopping an SSH engine set would fetch each engine's output file over scp (polling
+    10 s for one that `ipcluster start` already removed); a restart's killed engines' output
+    is not read at all."""
+    from types import SimpleNamespace
+
+    from ipyparallel.cluster.launcher import LocalEngineLauncher, SSHEngineLauncher
+
+    fetched = []
+    monkeypatch.setattr(SSHEngineLauncher, "_fetch_file",
+                        lambda self, remote, local, wait=True: fetched.append(remote))
+    remote = SSHEngineLauncher(hostname="node1", location="node1")
+    local = LocalEngineLauncher()
+    engine_set = SimpleNamespace(launchers={"remote": remote, "local": local})
+    engines._skip_output_fetch(SimpleNamespace(engines={"set": engine_set}))
+    assert remote.get_output(remove=True) == "" and fetched == []
+    assert local._output is None          # another launcher's output is left as it was

@@ -329,6 +329,7 @@ class EngineGroup:
         self.network = None
         self.ids = []
 
+
 def _skip_output_fetch(cluster: ipp.Cluster) -> None:
     """Stopping an engine set fetches each engine's output file; with the SSH launcher, one
     that is gone costs 10 s of polling and a failed scp, and `ipcluster start` removes the
