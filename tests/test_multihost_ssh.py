@@ -8,6 +8,7 @@ apart. Restarts go through that launcher.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -64,19 +65,20 @@ class SshCluster:
     """The recipe's `ipcluster start` with its profile's `ipcluster_config.py`, as a user
     runs it in a terminal."""
 
-    def __init__(self, ssh: SshHosts, profile_dir: str, workdir: str):
+    def __init__(self, ssh: SshHosts, profile_dir: str, workdir: str, recipe=RECIPE):
         self.profile_dir = profile_dir
         self.config = os.path.join(profile_dir, "ipcluster_config.py")
         assert not os.path.exists(self.config), "another test left an ssh profile config"
         with open(self.config, "w") as f:
             f.write("c = get_config()  # noqa: F821\n" +
-                    "\n".join(RECIPE.config + simulation_only(ssh)) + "\n")
+                    "\n".join(recipe.config + simulation_only(ssh)) + "\n")
         self.log = os.path.join(workdir, "ipcluster.log")
         self.process: subprocess.Popen | None = None
         try:
             with open(self.log, "ab") as log:
+                (start,) = recipe.commands
                 self.process = subprocess.Popen(
-                    ["sh", "-c", START], cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
+                    ["sh", "-c", start], cwd=workdir, stdin=subprocess.DEVNULL, stdout=log,
                     stderr=log, env=shell_env(), start_new_session=True)
             cluster_files = os.path.join(profile_dir, "security", "cluster-*.json")
             wait_for(lambda: glob.glob(cluster_files) or self.process.poll() is not None, 60,
@@ -125,8 +127,9 @@ def profile_dir(ipython_dir):
     return os.path.join(ipython_dir, f"profile_{PROFILE}")
 
 
-@pytest.fixture(scope="module")
-def ssh(sim, profile_dir):
+@contextlib.contextmanager
+def ssh_servers(sim, profile_dir: str):
+    """An sshd on each simulated host (skips where OpenSSH cannot be had)."""
     reason = ensure_openssh()
     if reason:
         pytest.skip(reason)
@@ -140,6 +143,12 @@ def ssh(sim, profile_dir):
             yield servers
     finally:
         hosts.remove()
+
+
+@pytest.fixture(scope="module")
+def ssh(sim, profile_dir):
+    with ssh_servers(sim, profile_dir) as servers:
+        yield servers
 
 
 @pytest.fixture(scope="module")
