@@ -1,6 +1,7 @@
 """The pure part of the liveness watch: which running ranks went silent."""
 
 import pytest
+from tfmw_notebook.cluster.beat_jitter import MIN_GAPS, ON_TIME, BeatJitter
 from tfmw_notebook.cluster.liveness import SilenceWatch
 from tfmw_notebook.protocol.events import ALIVE_KEY
 
@@ -51,6 +52,63 @@ def test_the_cells_start_counts_as_a_sign_of_life():
 def test_silence_must_be_positive():
     with pytest.raises(ValueError, match="silence must be > 0"):
         SilenceWatch(1, silence=0)
+
+
+def _beat_every(watch, clock, gap, beats, ranks=(0, 1), start=1):
+    for beat in range(start, start + beats):
+        clock.now += gap
+        for rank in ranks:
+            watch.see(rank, {ALIVE_KEY: beat})
+
+
+def test_the_limit_follows_the_gaps_between_beats_measured_on_these_workers():
+    clock = Clock()
+    jitter = BeatJitter()
+    watch = SilenceWatch(2, silence=6.0, clock=clock, jitter=jitter)
+    _beat_every(watch, clock, gap=1.4, beats=MIN_GAPS)
+    assert watch.limit() == 6.0               # beats about on time: the floor
+    _beat_every(watch, clock, gap=3.0, beats=60, start=MIN_GAPS + 1)
+    assert ON_TIME == 1.5 and watch.limit() == pytest.approx(12.0)   # twice as late: twice
+    clock.now += 10.0                         # 10 s without a beat: within the measured limit
+    assert watch.silent([0, 1]) == []
+    clock.now += 2.0
+    assert watch.silent([0, 1]) == [0, 1]
+    # The next cell's watch starts from what this one measured: the cluster keeps it.
+    assert SilenceWatch(2, silence=6.0, clock=clock, jitter=jitter).limit() == watch.limit()
+
+
+def test_one_long_gap_does_not_raise_the_limit_and_a_few_gaps_leave_the_floor():
+    jitter = BeatJitter()
+    for _ in range(MIN_GAPS - 1):
+        jitter.add(3.0, 1)
+    assert jitter.gap() is None and jitter.threshold(6.0) == 6.0   # too few to judge by
+    jitter = BeatJitter()
+    for _ in range(100):
+        jitter.add(1.0, 1)
+    jitter.add(12.0, 1)                       # a worker held its GIL for 12 s once
+    assert jitter.threshold(6.0) == 6.0
+
+
+def test_beats_that_arrive_together_share_the_wait_and_old_gaps_are_forgotten():
+    jitter = BeatJitter(kept=32)
+    for _ in range(32):
+        jitter.add(8.0, 8)                    # the notebook looked every 8 s: 1 s apart
+    assert jitter.gap() == 1.0
+    for _ in range(32):
+        jitter.add(3.0, 1)
+    assert jitter.gap() == 3.0 and jitter.threshold(6.0) == pytest.approx(12.0)
+    assert jitter.threshold(2.0) == pytest.approx(4.0)   # the floor a test sets, stretched
+    jitter.add(1.0, 0)                        # no new beat, nothing measured
+    jitter.add(-1.0, 1)
+    assert len(jitter) == 32
+
+
+def test_the_first_beat_of_a_cell_is_not_a_gap():
+    clock = Clock()
+    watch = SilenceWatch(1, silence=6.0, clock=clock)
+    clock.now += 30.0                         # the cell's first line ran 30 s before beating
+    watch.see(0, {ALIVE_KEY: 1})
+    assert len(watch.jitter) == 0
 
 
 def test_a_worker_ends_itself_once_its_controller_stays_unreachable(monkeypatch):

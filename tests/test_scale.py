@@ -59,6 +59,15 @@ def test_sixteen_workers_train_in_step(kernel):
     kernel.ok("%%tfdist\n" + FIT.format(epochs=2, callback=""), timeout=300)
     digests = per_worker(kernel, "digest")
     assert len(digests) == N and len(set(digests)) == 1, digests
+    # The silence limit was measured on these 16 workers' beats during the fit.
+    measured = kernel.ok("from tfmw_notebook import active_cluster\n"
+                         "_c = active_cluster()\n"
+                         "print(len(_c.beat_jitter), _c.beat_jitter.gap(), _c.silence_limit())"
+                         ).stdout.split()
+    gaps, gap, limit = int(measured[0]), float(measured[1]), float(measured[2])
+    print(f"\n16 workers: {gaps} gaps between beats, 95th percentile {gap:.2f} s, "
+          f"silence limit {limit:.1f} s")
+    assert gaps >= 16 and gap > 0 and limit >= 6.0
 
 
 def test_a_worker_holding_its_gil_among_sixteen_is_busy_not_lost(kernel):

@@ -24,6 +24,7 @@ from ..errors import (
 from ..protocol.run_options import FitState
 from ..protocol.tfconfig import EngineReport
 from . import death_cause, worker_probe
+from .beat_jitter import BeatJitter
 from .engines import EngineGroup, exit_code, is_this_host, pid_alive
 from .limits import POLL_SECONDS, SILENCE_SECONDS
 from .liveness import SILENT, SilenceWatch, StallWatch
@@ -60,6 +61,7 @@ class CellWatch:
     settings: RunSettings
     error_grace: float
     silence: float = SILENCE_SECONDS
+    jitter: BeatJitter | None = None   # the cluster's, kept from cell to cell
     relay: OutputRelay = field(init=False, repr=False)
     _silence: SilenceWatch = field(init=False, repr=False)
     _stalls: StallWatch = field(init=False, repr=False)
@@ -100,7 +102,7 @@ class CellWatch:
         blocked in a collective that will never complete.
         """
         first_error, grace_ends = None, 0.0
-        self._silence = SilenceWatch(len(futures), self.silence)
+        self._silence = SilenceWatch(len(futures), self.silence, jitter=self.jitter)
         self._stalls, self._warned = StallWatch(len(futures)), set()
         try:
             while True:

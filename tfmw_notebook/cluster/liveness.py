@@ -2,11 +2,12 @@
 published data).
 
 Each worker's heartbeat (worker/heartbeat.py) is a count that grows every second.
-A rank whose count has not moved for `silence` seconds is silent: the cell watch then
-looks at its process (worker_probe.py). One seen running is busy (its Python threads
-cannot run: a C call holds the GIL, say), is vouched for, and asked again a second
-later; one stopped, gone or out of reach is lost. Ranks that finished the cell are
-not watched.
+A rank whose count has not moved for the limit is silent: `silence` seconds, or more
+where the gaps between beats measured on these workers are longer (beat_jitter.py).
+The cell watch then looks at its process (worker_probe.py). One seen running is busy
+(its Python threads cannot run: a C call holds the GIL, say), is vouched for, and asked
+again a second later; one stopped, gone or out of reach is lost. Ranks that finished
+the cell are not watched.
 
 A stalled rank makes no progress (no event, no output) while its main thread sits
 in its own code, or holds the GIL so that its heartbeat is silent, and some other
@@ -20,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..protocol.events import ALIVE_KEY, FRAMEWORK, HEARTBEAT_SECONDS, WHERE_KEY
+from .beat_jitter import BeatJitter
 
 # Where a busy rank is, for StallWatch: its heartbeat, which says where, cannot run.
 SILENT = "<silent>"
@@ -27,10 +29,11 @@ SILENT = "<silent>"
 
 class SilenceWatch:
     def __init__(self, size: int, silence: float, clock: Callable[[], float] = time.monotonic,
-                 recheck: float = HEARTBEAT_SECONDS):
+                 recheck: float = HEARTBEAT_SECONDS, jitter: BeatJitter | None = None):
         if silence <= 0:
             raise ValueError(f"silence must be > 0 seconds, got {silence!r}")
         self.silence = silence
+        self.jitter = jitter if jitter is not None else BeatJitter()
         self.recheck = recheck   # how long a probe's word that a rank runs holds
         self._clock = clock
         now = clock()
@@ -41,15 +44,23 @@ class SilenceWatch:
     def see(self, rank: int, data: Mapping | None) -> None:
         count = (data or {}).get(ALIVE_KEY)
         if count is not None and count != self._count[rank]:
+            now = self._clock()
+            if isinstance(self._count[rank], int) and isinstance(count, int):
+                # Not the first beat: that one is counted from the cell's start.
+                self.jitter.add(now - self._heard_at[rank], count - self._count[rank])
             self._count[rank] = count
-            self._heard_at[rank] = self._clock()
+            self._heard_at[rank] = now
+
+    def limit(self) -> float:
+        """Seconds without a beat after which a running rank is silent."""
+        return self.jitter.threshold(self.silence)
 
     def quiet_for(self, rank: int) -> float:
         return self._clock() - self._heard_at[rank]
 
     def silent(self, running: list[int],
                latest: Mapping[int, Mapping | None] | None = None) -> list[int]:
-        """The running ranks not heard from for `silence` seconds, and not vouched for
+        """The running ranks not heard from for `limit()` seconds, and not vouched for
         in the last `recheck` seconds.
 
         `latest`: each running rank's published data as it stands now. The notebook's
@@ -58,8 +69,8 @@ class SilenceWatch:
         kept arriving: they are taken in before anyone is judged."""
         for rank in running:
             self.see(rank, (latest or {}).get(rank))
-        now = self._clock()
-        return [rank for rank in running if self.quiet_for(rank) >= self.silence
+        now, limit = self._clock(), self.limit()
+        return [rank for rank in running if self.quiet_for(rank) >= limit
                 and now - self._vouched_at[rank] >= self.recheck]
 
     def vouch(self, rank: int) -> None:

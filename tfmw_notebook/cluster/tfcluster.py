@@ -20,6 +20,7 @@ from ..protocol.run_options import CellOptions, FitState
 from ..protocol.tempdirs import remove_worker_tempdir
 from ..protocol.tfconfig import KERAS_VERSIONS, EngineReport, launch_environment
 from . import host_capacity
+from .beat_jitter import BeatJitter
 from .cell_syntax import CellSource, checked_source
 from .cell_watch import CellWatch, RunResult
 from .diagnosis import Diagnosis, WorkerTimings
@@ -92,7 +93,8 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
         # their fits' end state: what a restart after a failure replays.
         self.kept = KeptState()
         self.error_grace = ERROR_GRACE
-        self.silence = SILENCE_SECONDS  # a running worker not heard from this long is lost
+        self.silence = SILENCE_SECONDS  # a silent worker is looked at: the floor (beat_jitter.py)
+        self.beat_jitter = BeatJitter()
         self.last_restore: RestoreReport | None = None
         self._running: str | None = None
 
@@ -183,6 +185,11 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
                             addressing=self.addressing, keras=self.keras)
         self.workers, self.tf_version, self.keras_version = (made.reports, made.tf_version,
                                                              made.keras)
+        self.beat_jitter = BeatJitter()   # measured anew on these workers
+
+    def silence_limit(self) -> float:
+        """Seconds a running worker may go without a beat before it is looked at."""
+        return self.beat_jitter.threshold(self.silence)
 
     # -- running cells --------------------------------------------------------
 
@@ -226,7 +233,7 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
     def run_once(self, source: str, settings: RunSettings, state: FitState) -> RunResult:
         """One attempt of a cell: its result, or WorkerFailed (no recovery here)."""
         watch = CellWatch(self.calls, self.workers, settings, self.error_grace,
-                          silence=self.silence)
+                          silence=self.silence, jitter=self.beat_jitter)
         self._running = source.strip().splitlines()[0][:60] if source.strip() else ""
         try:
             return watch.run(source, state)
