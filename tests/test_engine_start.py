@@ -9,6 +9,7 @@ used to give up silently, leaving the start to wait out its whole timeout.
 import asyncio
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -132,3 +133,44 @@ def test_a_restart_reads_no_output_of_the_ssh_engines_it_stops(monkeypatch):
     engines._skip_output_fetch(SimpleNamespace(engines={"set": engine_set}))
     assert remote.get_output(remove=True) == "" and fetched == []
     assert local._output is None          # another launcher's output is left as it was
+
+
+STANDS_FOR_A_KERNEL = """\
+import subprocess, sys, time
+engine = subprocess.Popen([sys.executable, "-m", "tfmw_notebook.worker.engine_main",
+                           f"--IPEngine.url_file={sys.argv[1]}",
+                           "--IPEngine.wait_for_url_file=120"])
+print(engine.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_an_engine_whose_kernel_is_killed_before_it_registers_ends(tmp_path):
+    """The kernel killed while its engines start, before any controller is up: each engine
+    ends within seconds (its guard knows the parent it began with), instead of waiting
+    for a controller for the start's whole timeout (120 s here) with TensorFlow loaded."""
+    import psutil
+
+    kernel = subprocess.Popen([sys.executable, "-c", STANDS_FOR_A_KERNEL,
+                               str(tmp_path / "no-controller.json")],
+                              stdout=subprocess.PIPE, text=True)
+    engine = psutil.Process(int(kernel.stdout.readline()))
+    time.sleep(1.0)   # the engine runs; its startup command never will (it never registers)
+    kernel.kill()
+    kernel.wait(timeout=10)
+    began = time.monotonic()
+    while _running(engine):
+        if time.monotonic() - began > 30:
+            engine.kill()
+            raise AssertionError("the orphaned engine still ran 30 s after its kernel died")
+        time.sleep(0.2)
+    print(f"orphaned engine ended {time.monotonic() - began:.1f} s after its kernel")
+
+
+def _running(process) -> bool:
+    import psutil
+
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE   # ended, not yet reaped
+    except psutil.NoSuchProcess:
+        return False

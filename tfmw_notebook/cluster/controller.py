@@ -51,7 +51,7 @@ def write_whole(path: str, text: str) -> None:
 
 
 if __name__ == "__main__":
-    from tfmw_notebook.cluster import orphan_guard
+    from tfmw_notebook.protocol import orphan_guard
 
     orphan_guard.start()
     _controller_class().launch_instance()

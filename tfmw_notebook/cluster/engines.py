@@ -413,7 +413,8 @@ def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork
         engine_kwargs["environment"] = dict(environment)
     # Our engines end with this kernel.
     # (__import__: the startup command runs in the user's namespace; bind nothing there)
-    startup = "__import__('tfmw_notebook.cluster.orphan_guard', fromlist=['start']).start()"
+    # (engine_main starts it first thing; a plain ipengine only here, once registered)
+    startup = "__import__('tfmw_notebook.protocol.orphan_guard', fromlist=['start']).start()"
     # No nanny process per engine: it would start while TensorFlow is imported,
     # and engines we start are on this host, killed by pid (see kill()).
     # Engines start before the controller and wait for its connection file; by

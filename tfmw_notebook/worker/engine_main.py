@@ -14,7 +14,11 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
+from ..protocol import orphan_guard
 from . import preimport  # noqa: F401  (starts the import)
+
+# Before anything slow: a kernel killed while this engine starts must end it too.
+orphan_guard.start()
 
 
 class _Hidden:
