@@ -69,7 +69,7 @@ class Sample:
 HEADER = "cells restarts   RSS MB   fds threads children ports stale dirs autograph"
 
 
-def sample(kernel_pid: int, cells: int, restarts: int) -> Sample:
+def sample(kernel_pid: int, cells: int, restarts: int, temp: str) -> Sample:
     kernel = psutil.Process(kernel_pid)
     children = kernel.children(recursive=True)
     ports = 0
@@ -79,7 +79,6 @@ def sample(kernel_pid: int, cells: int, restarts: int) -> Sample:
                          if c.status == psutil.CONN_LISTEN)
         except psutil.Error:
             pass
-    temp = tempfile.gettempdir()
     stale = [d for d in glob.glob(os.path.join(temp, "tfmw-worker-*"))
              if not psutil.pid_exists(int(d.rsplit("-", 1)[1]))]
     loose = glob.glob(os.path.join(temp, "__autograph_generated_file*.py"))
@@ -109,9 +108,14 @@ class Interrupter:
         self._thread.join(timeout=10)
 
 
-def soak(cells: int, restarts: int, every: int, cwd: str, report=print) -> list[Sample]:
-    """Run the soak; returns the samples (one before the first cell, then every `every`)."""
-    session = KernelSession(cwd=cwd)
+def soak(cells: int, restarts: int, every: int, cwd: str, report=print,
+         temp: str | None = None) -> list[Sample]:
+    """Run the soak; returns the samples (one before the first cell, then every `every`).
+
+    `temp`: the kernel's and its workers' temp directory (TMPDIR), the one inspected; a
+    directory of its own keeps other programs' temp files out of the counts."""
+    temp = temp or tempfile.gettempdir()
+    session = KernelSession(cwd=cwd, env={"TMPDIR": temp})
     samples = []
     restart_at = {round((i + 1) * cells / (restarts + 1)) for i in range(restarts)}
     done_restarts = 0
@@ -122,7 +126,7 @@ def soak(cells: int, restarts: int, every: int, cwd: str, report=print) -> list[
         session.ok("%%tfdist\n" + SETUP, timeout=120)
         session.ok(TRAIN, timeout=120)   # warm: the first fit traces
         pid = session.kernel_pid()
-        samples.append(sample(pid, 0, 0))
+        samples.append(sample(pid, 0, 0, temp))
         report(HEADER)
         report(samples[-1].row())
         for cell in range(1, cells + 1):
@@ -146,7 +150,7 @@ def soak(cells: int, restarts: int, every: int, cwd: str, report=print) -> list[
             else:
                 session.ok(TRAIN, timeout=120)
             if cell % every == 0 or cell == cells:
-                samples.append(sample(pid, cell, done_restarts))
+                samples.append(sample(pid, cell, done_restarts, temp))
                 report(samples[-1].row())
         session.execute("%tfdist stop", timeout=60)
         report(f"interrupt presses per interrupted cell: {presses}")

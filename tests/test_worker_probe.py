@@ -1,6 +1,7 @@
 """A silent worker's process is looked at before it is called lost (worker_probe.py):
 a real TensorFlow server whose Python holds the GIL still answers gRPC's greeting."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -32,6 +33,19 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _wait_all_threads_stopped(pid: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(FileNotFoundError), open(f"/proc/{pid}/task/{task}/stat") as f:
+                states.append(f.read().rsplit(")", 1)[1].split()[0])
+        if states and all(state in "tT" for state in states):
+            return
+        assert time.monotonic() < deadline, f"threads of {pid} not stopped: {states}"
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def gil_holder():
     port = free_port()
@@ -58,6 +72,9 @@ def test_a_tensorflow_server_answers_while_its_python_holds_the_gil(gil_holder):
 
     os.kill(process.pid, signal.SIGSTOP)     # the host still takes the connection
     try:
+        # Each thread stops when it is next scheduled: on a loaded machine gRPC's could
+        # still answer a greeting sent at once.
+        _wait_all_threads_stopped(process.pid)
         assert grpc_verdict("127.0.0.1", port, greeting=1.0) == "stopped"
         assert judge(here) == "stopped"
     finally:
