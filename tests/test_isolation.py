@@ -251,3 +251,23 @@ def test_a_user_who_is_not_root_gets_the_private_network_in_a_user_namespace():
             driver.kill()
             driver.wait(timeout=10)
         shutil.rmtree(code, ignore_errors=True)
+
+
+def test_the_controller_s_sockets_go_where_their_paths_fit(monkeypatch, tmp_path):
+    """A Unix socket path holds 107 bytes: under a deep TMPDIR (a test's tmp_path, a
+    project's folder) the controller could not bind and exited with 1. Its directory is
+    then made in /tmp; the soak test starts a cluster under such a TMPDIR."""
+    import tempfile
+
+    from tfmw_notebook.cluster import private_network
+
+    deep = tmp_path / ("d" * 60)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    assert private_network._socket_base() == "/tmp"
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    assert private_network._socket_base() == "/tmp"
+    short = tmp_path.parent / "s"
+    short.mkdir(exist_ok=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(short))
+    assert private_network._socket_base() == str(short)

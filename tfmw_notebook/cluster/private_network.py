@@ -29,6 +29,10 @@ from typing import IO
 _KEEPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "network_keeper.py")
 _OPEN_SECONDS = 10.0
 _SOCKET_DIR_PREFIX = "tfmw-ipc-"
+# The controller binds Unix sockets `<socket dir>/engine-<port>`: a Unix socket path holds
+# at most 107 bytes on Linux, and ZeroMQ's bind fails past it (the controller exits with 1).
+_LONGEST_SOCKET_PATH = 107
+_SOCKET_NAME = "/engine-65535"
 
 
 class IsolationUnavailable(RuntimeError):
@@ -93,20 +97,34 @@ def open_private_network(timeout: float = _OPEN_SECONDS) -> PrivateNetwork:
     keeper = _start_keeper(_unshare_command(in_user_namespace), timeout)
     _remove_dead_kernels_socket_dirs()
     # 0700: only this user connects. Named by this process, to be swept when it is gone.
-    socket_dir = tempfile.mkdtemp(prefix=f"{_SOCKET_DIR_PREFIX}{os.getpid()}-")
+    socket_dir = tempfile.mkdtemp(prefix=f"{_SOCKET_DIR_PREFIX}{os.getpid()}-",
+                                  dir=_socket_base())
     return PrivateNetwork(keeper, in_user_namespace=in_user_namespace, socket_dir=socket_dir)
+
+
+def _socket_base() -> str:
+    """The temp directory, or /tmp where the temp directory's path is too long for the
+    sockets (a TMPDIR deep in a project or a test's directory)."""
+    base = tempfile.gettempdir()
+    longest = os.fsencode(f"{base}/{_SOCKET_DIR_PREFIX}{os.getpid()}-{'x' * 8}{_SOCKET_NAME}")
+    return base if len(longest) <= _LONGEST_SOCKET_PATH else "/tmp"   # x: mkdtemp's 8
 
 
 def _remove_dead_kernels_socket_dirs() -> None:
     """A kernel that was killed, or exited without `%tfdist stop`, leaves its directory."""
-    for name in os.listdir(tempfile.gettempdir()):
+    for base in dict.fromkeys([_socket_base(), tempfile.gettempdir()]):
+        _remove_dead_socket_dirs_in(base)
+
+
+def _remove_dead_socket_dirs_in(base: str) -> None:
+    for name in os.listdir(base):
         pid = name[len(_SOCKET_DIR_PREFIX):].split("-", 1)[0]
         if not name.startswith(_SOCKET_DIR_PREFIX) or not pid.isdigit():
             continue
         try:
             os.kill(int(pid), 0)
         except ProcessLookupError:
-            shutil.rmtree(os.path.join(tempfile.gettempdir(), name), ignore_errors=True)
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
         except PermissionError:
             pass   # another user's live kernel
 
