@@ -6,7 +6,8 @@ import pytest
 from kernel_session import per_worker
 from seed_code import CUSTOM_LOOP, MAIN, MNIST_SETUP
 
-pytestmark = pytest.mark.timeout(300)
+# Timing-bound (see the `serial` marker): runs alone, after the other modules.
+pytestmark = [pytest.mark.serial, pytest.mark.timeout(300)]
 
 
 

@@ -13,7 +13,8 @@ import pytest
 from tfmw_notebook.cluster.worker_probe import grpc_verdict, judge
 from tfmw_notebook.protocol.tfconfig import EngineReport
 
-pytestmark = pytest.mark.timeout(300)
+# Timing-bound (see the `serial` marker): runs alone, after the other modules.
+pytestmark = [pytest.mark.serial, pytest.mark.timeout(300)]
 
 # A TensorFlow server on `port`, then a C call that keeps the GIL for a minute.
 HOLDS_THE_GIL = """
