@@ -137,9 +137,11 @@ def test_a_restart_reads_no_output_of_the_ssh_engines_it_stops(monkeypatch):
 
 STANDS_FOR_A_KERNEL = """\
 import subprocess, sys, time
+from tfmw_notebook.protocol.orphan_guard import launched_by_this_process
 engine = subprocess.Popen([sys.executable, "-m", "tfmw_notebook.worker.engine_main",
                            f"--IPEngine.url_file={sys.argv[1]}",
-                           "--IPEngine.wait_for_url_file=120"])
+                           "--IPEngine.wait_for_url_file=120"],
+                          env={**__import__("os").environ, **launched_by_this_process()})
 print(engine.pid, flush=True)
 time.sleep(600)
 """
@@ -155,7 +157,8 @@ def test_an_engine_whose_kernel_is_killed_before_it_registers_ends(tmp_path):
                                str(tmp_path / "no-controller.json")],
                               stdout=subprocess.PIPE, text=True)
     engine = psutil.Process(int(kernel.stdout.readline()))
-    time.sleep(1.0)   # the engine runs; its startup command never will (it never registers)
+    # Killed at once: the engine has not yet imported its package (let alone registered),
+    # as when a loaded machine takes seconds to start it.
     kernel.kill()
     kernel.wait(timeout=10)
     began = time.monotonic()

@@ -40,6 +40,20 @@ def test_more_memory_than_the_host_has_is_refused_naming_the_estimate():
 
 
 @pytest.mark.unit
+def test_spare_engines_count_as_workers_and_the_line_names_both():
+    two_cores = HostCapacity(available_bytes=64 * GIB, cores=2)
+    assert host_capacity.problem(14, two_cores, spares=2) is None
+    said = host_capacity.problem(14, two_cores, spares=3)
+    assert said.startswith("14 workers and 3 spare engines would share this host's 2 cores")
+    assert "Start at most 13 here" in said
+    small = HostCapacity(available_bytes=2 * GIB, cores=64)
+    assert host_capacity.problem(4, small) is None
+    said = host_capacity.problem(4, small, spares=2)
+    assert said.startswith("4 workers and 2 spare engines need at least 2.5 GiB"), said
+    assert "Start at most 2 here" in said                 # 4 fit, 2 of them spares
+
+
+@pytest.mark.unit
 def test_the_cgroups_room_is_its_limit_less_its_usage(tmp_path):
     limit, usage = tmp_path / "limit", tmp_path / "usage"
     files = (str(limit), str(usage))

@@ -22,8 +22,7 @@ from sim_hosts import sim_hosts_or_skip
 from sim_mpi import MpiHosts, ensure_openmpi
 from test_multihost import FIT_WITH_MARKER, QUICK_FIT, host_pids, status, wait_for
 
-# Timing-bound (see the `serial` marker): runs alone, after the other modules.
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 HOSTFILE_IN_DOCS = "/path/to/hosts"
 # `ipcluster start` tears its whole cluster down when its engines stop within this many

@@ -21,8 +21,7 @@ import pytest
 from kernel_session import kernel_with_extension, per_worker
 from sim_hosts import sim_hosts_or_skip
 
-# Timing-bound (see the `serial` marker): runs alone, after the other modules.
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 ENGINES_PER_HOST = 2
 QUICK_FIT = '''

@@ -23,8 +23,7 @@ from sim_hosts import sim_hosts_or_skip
 from sim_slurm import SlurmHosts, ensure_slurm, remove_leftovers
 from test_multihost import FIT_WITH_MARKER, QUICK_FIT, status, wait_for
 
-# Timing-bound (see the `serial` marker): runs alone, after the other modules.
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 SIZES = {"-n 8": "-n 4"}   # what the simulated nodes hold
 RECIPE = recipe("Slurm").sized(SIZES)

@@ -6,8 +6,7 @@ import pytest
 from kernel_session import per_worker
 from seed_code import CUSTOM_LOOP, MAIN, MNIST_SETUP
 
-# Timing-bound (see the `serial` marker): runs alone, after the other modules.
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 
 

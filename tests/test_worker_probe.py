@@ -13,8 +13,7 @@ import pytest
 from tfmw_notebook.cluster.worker_probe import grpc_verdict, judge
 from tfmw_notebook.protocol.tfconfig import EngineReport
 
-# Timing-bound (see the `serial` marker): runs alone, after the other modules.
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.timeout(300)
 
 # A TensorFlow server on `port`, then a C call that keeps the GIL for a minute.
 HOLDS_THE_GIL = """

@@ -10,8 +10,7 @@ import psutil
 import pytest
 from notebook_page import cell_containing, open_notebook, run_all, state, wait_for
 
-# Timing-bound (see the `serial` marker): runs alone, after the other modules.
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(400)]
+pytestmark = pytest.mark.timeout(400)
 
 LONG_FIT = '''%%tfdist --no-checkpoint
 model.fit(data, epochs=1000, steps_per_epoch=50, verbose=0)'''

@@ -25,7 +25,8 @@ from ..protocol.run_options import FitState
 from ..protocol.tfconfig import EngineReport
 from . import death_cause, worker_probe
 from .beat_jitter import BeatJitter
-from .engines import EngineGroup, exit_code, is_this_host, pid_alive
+from .engines import EngineGroup, is_this_host, pid_alive
+from .launched_engines import exit_code
 from .limits import POLL_SECONDS, SILENCE_SECONDS
 from .liveness import SILENT, SilenceWatch, StallWatch
 from .output import OutputRelay

@@ -22,9 +22,12 @@ from IPython.core.profiledir import ProfileDir, ProfileDirError
 from IPython.paths import get_ipython_dir
 
 from ..errors import ClusterSetupError
+from ..protocol.orphan_guard import launched_by_this_process
 from ..protocol.tempdirs import remove_worker_tempdir
+from .launched_engines import ended_engines
 from .limits import POLL_SECONDS
 from .private_network import PrivateNetwork
+from .standby import WarmStandby
 
 _log = logging.getLogger("tfmw_notebook")
 # The hub counts an engine as registered at its first heartbeat: with the default
@@ -38,7 +41,6 @@ _CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.cluster.controller"]
 # Our engines: ipyparallel's, with TensorFlow's import begun at once (worker/engine_main.py).
 _ENGINE_COMMAND = [sys.executable, "-m", "tfmw_notebook.worker.engine_main"]
 _PROBE_SECONDS = 3.0   # a connect to the controller that takes longer counts as no answer
-_EXIT_CODE_SECONDS = 2.0  # how long the launcher gets to reap a dead engine
 _SIGNAL_SECONDS = 5.0  # how long a nanny on another host gets to confirm a kill
 
 
@@ -91,19 +93,21 @@ class EngineGroup:
         self._engine_argv: list[str] = list(ipengine_cmd_argv)
         self.url_file: str | None = None  # the connection file we attached by, if any
         self.network: PrivateNetwork | None = None  # our engines' private network, if any
+        self.standby: WarmStandby | None = None  # spares for warm restarts (standby.py)
 
     # -- start / attach -------------------------------------------------------
 
     @classmethod
     def start(cls, n: int, *, timeout: float, profile_dir: str | None = None,
               environment: dict[str, str] | None = None,
-              network: PrivateNetwork | None = None) -> EngineGroup:
+              network: PrivateNetwork | None = None, standby: int = 0) -> EngineGroup:
         """Start a controller and `n` local engines, all ended with this process.
 
         `environment`: set in each engine at launch; with it, engines start
         importing TensorFlow at once (see worker/preimport.py). `network`: run the
         engines inside it, reaching the controller over Unix sockets (the group
-        owns it from here on and closes it when it stops).
+        owns it from here on and closes it when it stops). `standby`: spares to keep
+        once the workers are up (`fill_standby`).
         """
         kwargs = {"profile_dir": profile_dir} if profile_dir else {}
         controller_args, engine_argv, engine_kwargs = _launch_settings(
@@ -118,7 +122,8 @@ class EngineGroup:
             # Engines first: their interpreter and TensorFlow start while the
             # controller comes up, instead of after it.
             cluster.start_engines_sync(n, **engine_kwargs)
-            cluster.start_controller_sync(controller_cmd=_CONTROLLER_COMMAND)
+            cluster.start_controller_sync(controller_cmd=_CONTROLLER_COMMAND,
+                                          environment=launched_by_this_process())
             client = cluster.connect_client_sync()
         except KeyboardInterrupt:
             _quietly(cluster.stop_cluster_sync)
@@ -132,6 +137,7 @@ class EngineGroup:
         group._engine_kwargs = engine_kwargs
         group._engine_argv = engine_argv
         group.network = network
+        group.standby = WarmStandby(standby, cluster, engine_kwargs) if standby else None
         try:
             group.ids = group._wait_for_new_engines(n, time.monotonic() + timeout,
                                                     launched=set(cluster.engines))
@@ -207,7 +213,7 @@ class EngineGroup:
                 # until the hub's heartbeat notices (~30 s on a controller a user started).
                 return fresh[-n:]
             if launched:
-                ended = _ended_engines(self.cluster, launched)
+                ended = ended_engines(self.cluster, launched)
                 if ended:
                     raise ClusterSetupError(
                         f"{len(ended)} of {n} engines ended before they registered; the last "
@@ -237,32 +243,8 @@ class EngineGroup:
         `pids` maps engine id -> (host, pid). Local engines are killed directly;
         remote ones through their nanny.
         """
-        remote = []
-        for engine_id, (host, pid) in pids.items():
-            if is_this_host(host):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                remove_worker_tempdir(pid)   # a killed worker cannot clean up itself
-            else:
-                remote.append(engine_id)
-        if remote:
-            self._kill_through_nannies(remote)
+        _kill(self.client, pids)
         self._retired.update(pids)
-
-    def _kill_through_nannies(self, engine_ids: list[int]) -> None:
-        # A host that is cut off never answers: wait a little, never forever.
-        known = self.registered()
-        registered = [eid for eid in engine_ids if eid in known]
-        if not registered:
-            return
-        try:
-            self.client.send_signal(signal.SIGKILL, targets=registered,
-                                    block=False).result(timeout=_SIGNAL_SECONDS)
-        except Exception as exc:
-            # A dead nanny usually means a dead engine already; say so in the log.
-            _log.warning("could not signal engines %s through their nanny: %r", registered, exc)
 
     def can_restart(self) -> bool:
         if self.cluster is not None and not self.cluster.engines:
@@ -292,34 +274,51 @@ class EngineGroup:
         return self.cluster
 
     def restart(self, n: int, *, timeout: float, hosts: Sequence[str] = ()) -> list[int]:
-        """Fresh engine processes, same count; returns their ids (`hosts`: see
-        check_restartable)."""
+        """Fresh engine processes, same count (spares first, if any); returns their ids
+        (`hosts`: see check_restartable)."""
         cluster = self.check_restartable(hosts)
         self._retired.update(self.ids)
+        self.ids = []
         deadline = time.monotonic() + timeout
+        reopen = self.network is not None and not self.network.is_open()
+        spares = self.standby
+        if spares is not None:
+            spares.stale |= reopen   # spares in the old network went with it
+            self._retired |= spares.end_old(self.registered(), self._taken())
+        else:
+            _stop_engine_sets(cluster)
         try:
-            _skip_output_fetch(cluster)
-            cluster.stop_engines_sync()
-        except Exception as exc:
-            # The engines were killed already (through their nannies); a launcher that
-            # then fails to signal them (SSH: "no such process") has nothing left to stop.
-            _log.warning("stopping the old engines through the launcher: %r", exc)
-        try:
-            if self.network is not None and not self.network.is_open():
+            if self.network is not None and reopen:
                 self.network.reopen()   # its keeper was killed: a new private network
                 self._engine_kwargs["engine_cmd"] = (self.network.command_prefix()
                                                      + self._engine_argv)
+            if spares is not None:
+                self.ids = spares.take(n, self.registered(), self._taken())
+            needed = n - len(self.ids)
+            coming = spares.claim_coming(needed, self.registered(), self._taken()) \
+                if spares is not None else 0
             old_sets = set(cluster.engines)
-            cluster.start_engines_sync(n, **self._engine_kwargs)
+            if needed > coming:
+                cluster.start_engines_sync(needed - coming, **self._engine_kwargs)
         except Exception as exc:  # the launcher's own failure: say whose it is
             raise ClusterSetupError(
                 f"ipyparallel's {_launcher_name(cluster)} could not start engines again "
                 f"({exc!r}): "
                 "start the cluster again (e.g. `ipcluster start`), then `TFCluster.attach()`"
             ) from None
-        self.ids = self._wait_for_new_engines(
-            n, deadline, launched=set(cluster.engines) - old_sets)
+        if needed:
+            self.ids += self._wait_for_new_engines(
+                needed, deadline, launched=set(cluster.engines) - old_sets)
         return self.ids
+
+    def _taken(self) -> set[int]:
+        return set(self.ids) | self._retired
+
+    def fill_standby(self) -> None:
+        """Launch the spares the pool lacks (standby.py): they register and import
+        TensorFlow while the notebook goes on."""
+        if self.standby is not None:
+            self.standby.refill()
 
     def stop(self) -> None:
         if self.owned and self.cluster is not None:
@@ -328,6 +327,42 @@ class EngineGroup:
         _close(self.network)
         self.network = None
         self.ids = []
+
+
+def _kill(client: ipp.Client, pids: dict[int, tuple[str, int]]) -> None:
+    remote = []
+    for engine_id, (host, pid) in pids.items():
+        if is_this_host(host):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            remove_worker_tempdir(pid)   # a killed worker cannot clean up itself
+        else:
+            remote.append(engine_id)
+    # Through their nannies. A host that is cut off never answers: wait a little, never
+    # forever.
+    known = set(client.ids)
+    registered = [eid for eid in remote if eid in known]
+    if not registered:
+        return
+    try:
+        client.send_signal(signal.SIGKILL, targets=registered,
+                           block=False).result(timeout=_SIGNAL_SECONDS)
+    except Exception as exc:
+        # A dead nanny usually means a dead engine already; say so in the log.
+        _log.warning("could not signal engines %s through their nanny: %r", registered, exc)
+
+
+def _stop_engine_sets(cluster: ipp.Cluster) -> None:
+    """Let the launcher end every engine set (their engines were killed already)."""
+    try:
+        _skip_output_fetch(cluster)
+        cluster.stop_engines_sync()
+    except Exception as exc:
+        # The engines were killed already (through their nannies); a launcher that
+        # then fails to signal them (SSH: "no such process") has nothing left to stop.
+        _log.warning("stopping the old engines through the launcher: %r", exc)
 
 
 def _skip_output_fetch(cluster: ipp.Cluster) -> None:
@@ -347,6 +382,8 @@ def relaunch_environment(group: EngineGroup, updates: dict[str, str]) -> None:
     kwargs = group._engine_kwargs
     if "environment" in kwargs:
         kwargs["environment"] = {**kwargs["environment"], **updates}
+        if group.standby is not None:
+            group.standby.stale = True   # launched with the environment before
 
 
 def _attached_client(profile: str | None, cluster_id: str | None, url_file: str | None,
@@ -409,9 +446,8 @@ def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork
                            # ipyparallel waits 0.1 s between engines (0.7 s for the last
                            # of 8): each would start its TensorFlow import that much later.
                            "delay": 0}
-    if environment is not None:
-        engine_kwargs["environment"] = dict(environment)
-    # Our engines end with this kernel.
+    # Our engines end with this kernel: their guard watches the kernel named here.
+    engine_kwargs["environment"] = {**(environment or {}), **launched_by_this_process()}
     # (__import__: the startup command runs in the user's namespace; bind nothing there)
     # (engine_main starts it first thing; a plain ipengine only here, once registered)
     startup = "__import__('tfmw_notebook.protocol.orphan_guard', fromlist=['start']).start()"
@@ -424,77 +460,6 @@ def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork
                                     "--IPEngine.enable_nanny=False",
                                     f"--IPEngine.wait_for_url_file={timeout:g}"]
     return controller_args, engine_argv, engine_kwargs
-
-
-def _ended_engines(cluster: ipp.Cluster | None, engine_sets: Collection[str]) -> dict[str, str]:
-    """{engine: the last line of its log} for the engines in these engine sets whose
-    process has ended.
-
-    Two places to look: ipyparallel moves an ended engine out of its set (keeping its
-    output) only while its event loop runs, e.g. during the controller's start; one
-    that ended since is still in the set, its process gone."""
-    ended = {}
-    for set_id, engine_set in list(getattr(cluster, "engines", {}).items()):
-        if set_id not in engine_sets:
-            continue
-        outputs = getattr(engine_set, "outputs", {})
-        # stop_data is None until a set stops (and for batch launchers, which never poll).
-        stop_data = getattr(engine_set, "stop_data", None) or {}
-        for identifier in list(stop_data.get("engines", {})):
-            ended[f"{set_id}/{identifier}"] = _last_line(outputs.get(identifier) or "")
-        for identifier, launcher in list(getattr(engine_set, "launchers", {}).items()):
-            if _process_ended(launcher):
-                ended[f"{set_id}/{identifier}"] = _last_line(launcher.get_output() or "")
-    return ended
-
-
-def exit_code(cluster: ipp.Cluster | None, pid: int,
-              wait: float = _EXIT_CODE_SECONDS) -> int | str | None:
-    """How the engine process `pid` that `cluster`'s launcher started ended (a negative
-    signal number, an exit code); None if unknown: not launched here, or not reaped
-    within `wait` s."""
-    for engine_set in list(getattr(cluster, "engines", {}).values()):
-        for launcher in list(getattr(engine_set, "launchers", {}).values()):
-            if getattr(launcher, "pid", None) == pid:
-                return _reaped_code(launcher, wait)
-        # Once ipyparallel's loop noticed the end, the set keeps only its stop data.
-        stopped = (getattr(engine_set, "stop_data", None) or {}).get("engines", {})
-        for data in list(stopped.values()):
-            if data.get("pid") == pid:
-                return data.get("exit_code")
-    return None
-
-
-def _reaped_code(launcher, wait: float) -> int | str | None:
-    """The exit code the launcher's own waiting thread collected (it reaps the process;
-    a second waiter would get nothing): psutil keeps it on the process object."""
-    waiter = getattr(launcher, "_wait_thread", None)
-    process = getattr(launcher, "process", None)
-    if waiter is None or process is None:
-        return None
-    waiter.join(timeout=wait)
-    if waiter.is_alive():
-        return None
-    try:
-        return process.wait(0)
-    except Exception:  # psutil: not ours after all, or gone without a status
-        return None
-
-
-def _process_ended(launcher) -> bool:
-    process = getattr(launcher, "process", None)  # None for launchers of remote engines
-    if process is None:
-        return False
-    try:
-        return not process.is_running() or process.status() == "zombie"
-    except Exception:  # psutil: gone between the two looks
-        return True
-
-
-def _last_line(output: str) -> str:
-    lines = [line.strip() for line in output.splitlines() if line.strip()]
-    return lines[-1][-300:] if lines else "(empty log)"
-
 
 
 def _launcher_name(cluster: ipp.Cluster) -> str:

@@ -34,20 +34,22 @@ def needed_bytes(n: int) -> int:
     return SHARED_BYTES + n * WORKER_OWN_BYTES
 
 
-def problem(n: int, capacity: HostCapacity) -> str | None:
-    """Why `n` workers cannot start on a host of `capacity`, in one line; None if they can."""
+def problem(n: int, capacity: HostCapacity, spares: int = 0) -> str | None:
+    """Why `n` workers and `spares` spare engines (each counted as a worker: standby.py)
+    cannot start on a host of `capacity`, in one line; None if they can."""
+    what = f"{n} workers" + (f" and {spares} spare engines" if spares else "")
     most = capacity.cores * WORKERS_PER_CORE
-    if n > most:
-        return (f"{n} workers would share this host's {capacity.cores} cores: more than "
+    if n + spares > most:
+        return (f"{what} would share this host's {capacity.cores} cores: more than "
                 f"{WORKERS_PER_CORE} a core, each would wait for the others most of the time. "
-                f"Start at most {most} here, {_ELSEWHERE}")
+                f"Start at most {max(0, most - spares)} here, {_ELSEWHERE}")
     available = capacity.available_bytes
-    if available is not None and needed_bytes(n) > available:
-        fits = max(0, (available - SHARED_BYTES) // WORKER_OWN_BYTES)
-        return (f"{n} workers need at least {_gib(needed_bytes(n))} of memory (an idle worker "
-                f"holds {WORKER_OWN_BYTES >> 20} MiB of its own, plus {SHARED_BYTES >> 20} MiB "
-                f"they share), but this host has {_gib(available)} available. Start at most "
-                f"{fits} here, free memory, {_ELSEWHERE}")
+    if available is not None and needed_bytes(n + spares) > available:
+        fits = max(0, (available - SHARED_BYTES) // WORKER_OWN_BYTES - spares)
+        return (f"{what} need at least {_gib(needed_bytes(n + spares))} of memory (an idle "
+                f"worker holds {WORKER_OWN_BYTES >> 20} MiB of its own, plus "
+                f"{SHARED_BYTES >> 20} MiB they share), but this host has {_gib(available)} "
+                f"available. Start at most {fits} here, free memory, {_ELSEWHERE}")
     return None
 
 

@@ -126,22 +126,21 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
     @classmethod
     def start(cls, n: int = 2, *, timeout: float = DEFAULT_TIMEOUT, communication: str = "auto",
               gpus_per_worker: GpusPerWorker = AUTO, profile_dir: str | None = None,
-              isolate: bool = True, keras: int = DEFAULT_KERAS) -> TFCluster:
+              isolate: bool = True, keras: int = DEFAULT_KERAS, standby: int = 0) -> TFCluster:
         """Start `n` local engines and make each a worker.
 
-        With `isolate` (the default) the workers run in a private network: their
-        TensorFlow ports cannot be reached from other machines (private_network.py).
-        `keras`: 3 (`tf.keras` and `import keras` are Keras 3, as TensorFlow ships
-        them) or 2 (`tf.keras` is the tf-keras package).
-        """
-        _check_settings(n, timeout, communication, gpus_per_worker, keras)
-        too_many = host_capacity.problem(n, host_capacity.read_capacity())
+        `isolate` (default): the workers' TensorFlow ports are in a private network
+        (private_network.py). `keras`: 3 (`tf.keras` and `import keras` are Keras 3) or 2
+        (`tf.keras` is tf-keras). `standby`: spare engines kept with TensorFlow imported,
+        which a restart takes first (standby.py)."""
+        _check_settings(n, timeout, communication, gpus_per_worker, keras, standby)
+        too_many = host_capacity.problem(n, host_capacity.read_capacity(), spares=standby)
         if too_many:
             raise BadArgument(too_many)
         began = time.perf_counter()
         group = EngineGroup.start(n, timeout=timeout, profile_dir=profile_dir,
                                   environment=launch_environment(gpus_per_worker, keras),
-                                  network=network_for_workers(isolate))
+                                  network=network_for_workers(isolate), standby=standby)
         return cls._bootstrapped(group, began, communication=communication,
                                  gpus_per_worker=gpus_per_worker, timeout=timeout, keras=keras)
 
@@ -186,6 +185,7 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
         self.workers, self.tf_version, self.keras_version = (made.reports, made.tf_version,
                                                              made.keras)
         self.beat_jitter = BeatJitter()   # measured anew on these workers
+        self._group.fill_standby()   # after the workers, whose start it would slow
 
     def silence_limit(self) -> float:
         """Seconds a running worker may go without a beat before it is looked at."""
@@ -350,10 +350,13 @@ def _check_diagnose_arguments(model, data, batch_size, steps) -> None:
                               "Expected an integer >= 1")
 
 
-def _check_settings(n, timeout, communication, gpus_per_worker, keras) -> None:
+def _check_settings(n, timeout, communication, gpus_per_worker, keras, standby=0) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise BadArgument(f"Invalid value for argument `n`. Received: n={n!r}. "
                           "Expected a whole number of workers >= 1")
+    if isinstance(standby, bool) or not isinstance(standby, int) or standby < 0:
+        raise BadArgument(f"Invalid value for argument `standby`. Received: standby="
+                          f"{standby!r}. Expected a whole number of spare engines >= 0")
     if timeout <= 0:
         raise BadArgument(f"Invalid value for argument `timeout`. Received: "
                           f"timeout={timeout!r}. Expected seconds > 0")

@@ -22,8 +22,11 @@ class LifecycleCommands(CommandBase):
         cluster = self._guarded(lambda: TFCluster.start(
             args.workers, timeout=args.timeout, communication=args.communication,
             gpus_per_worker=args.gpus_per_worker, isolate=not args.no_isolation,
-            keras=args.keras))
+            keras=args.keras, standby=args.standby))
         self._adopt(cluster)
+        if args.standby:
+            print(f"{args.standby} spare engines start in the background: a restart takes "
+                  "them, with TensorFlow already imported")
 
     def _attach(self, args) -> None:
         if args.url_file and (args.profile or args.cluster_id):

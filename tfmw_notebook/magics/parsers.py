@@ -128,6 +128,10 @@ def _line_parser() -> Parser:
     start.add_argument("-n", "--workers", type=count, default=2, metavar="N",
                        help="number of workers (default 2)")
     _add_worker_options(start)
+    start.add_argument("--standby", type=non_negative, default=0, metavar="K",
+                       help="keep K spare engines with TensorFlow imported: a restart of up "
+                            "to K workers takes them instead of cold ones (each holds an idle "
+                            "worker's memory)")
     start.add_argument("--no-isolation", action="store_true",
                        help="run the workers on this machine's network: their TensorFlow "
                             "ports (no authentication) are then open to other machines")

@@ -7,11 +7,14 @@ TensorFlow's memory and ports held. Here a thread notices the re-parenting
 and asks the process to stop (SIGTERM, which both shut down cleanly on), then
 insists.
 
-The parent is the one the process had when it began (`PARENT`, read at this module's
-import), not the one it has when the guard starts: an engine's startup command runs only
-once it has registered, and a kernel killed before that would go unnoticed, its engines
-waiting for the controller for as long as the start allows. Both processes import this
-module first thing.
+The parent to watch is the kernel that launched the process, named in its environment
+(`LAUNCHER_VARIABLE`, set by the launching kernel), not whichever parent the process finds
+once it gets here: a kernel killed in the second or so before (while the process imports
+its package, longer on a loaded machine) would have left it re-parented already, and a
+guard that took the new parent as its own would wait forever. Without the variable (a
+process someone else launched) the parent at this module's import is taken. An engine's
+startup command runs only once it has registered, so engines start the guard earlier
+(worker/engine_main.py); so does the controller.
 """
 
 from __future__ import annotations
@@ -21,9 +24,16 @@ import signal
 import threading
 import time
 
-PARENT = os.getppid()
+LAUNCHER_VARIABLE = "TFMW_LAUNCHED_BY"
+# Read once and removed, so that processes this one starts do not take it for theirs.
+PARENT = int(os.environ.pop(LAUNCHER_VARIABLE, "0") or 0) or os.getppid()
 _GRACE = 5.0
 _started = False
+
+
+def launched_by_this_process() -> dict[str, str]:
+    """The environment entry that names this process as the launcher to watch."""
+    return {LAUNCHER_VARIABLE: str(os.getpid())}
 
 
 def start(poll: float = 1.0) -> None:
