@@ -13,8 +13,7 @@ from tfmw_notebook.cluster.diagnosis import Diagnosis, WorkerTimings
 
 from kernel_session import kernel_with_cluster
 
-# Timing-bound (see the `serial` marker): runs alone, after the other modules.
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(420)]
+pytestmark = pytest.mark.timeout(420)
 
 SETUP = '''
 import hashlib

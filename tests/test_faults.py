@@ -17,8 +17,7 @@ from tfmw_notebook.protocol.tempdirs import worker_tempdir
 from kernel_session import kernel_with_cluster, per_worker
 from seed_code import MNIST_SETUP
 
-# Timing-bound (see the `serial` marker): runs alone, after the other modules.
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(420)]
+pytestmark = pytest.mark.timeout(420)
 
 FIT_WITH_FAULT = '''
 import os, time, signal

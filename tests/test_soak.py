@@ -10,8 +10,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 
 from soak import HEADER, soak  # noqa: E402
 
-# Timing-bound (see the `serial` marker): runs alone, after the other modules.
-pytestmark = [pytest.mark.serial, pytest.mark.timeout(600)]
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_thirty_cells_and_three_restarts_leave_nothing_behind(tmp_path):

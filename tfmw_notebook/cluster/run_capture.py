@@ -123,7 +123,8 @@ class CellRuns:
 def cluster_facts(cluster) -> dict[str, Any]:
     """The cluster a run trained on, as a record keeps it."""
     workers = list(getattr(cluster, "workers", []) or [])
-    return {"workers": len(workers),
+    resized = getattr(cluster, "resized", None)
+    return {"workers": len(workers), **({"resized_from": resized[0]} if resized else {}),
             "hosts": sorted({w.host for w in workers}),
             "devices": devices_line([w.devices for w in workers], getattr(
                 cluster, "communication", "auto")).removeprefix("devices: "),

@@ -261,15 +261,15 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
 
     # -- lifecycle -------------------------------------------------------------
 
-    def replace_workers(self) -> None:
-        """Kill the workers and bootstrap new ones (running `self.keras`); what they held is
-        not brought back.
+    def replace_workers(self, size: int | None = None) -> None:
+        """Kill the workers and bootstrap new ones (running `self.keras`; `size` of them, else
+        as many as before); what they held is not brought back.
 
         Workers that cannot be replaced (attached by url file) are still killed:
         after a failure they sit blocked in collectives, of no use.
         """
         began = time.perf_counter()
-        size = self.size or self._group_size
+        size = self._group_size = size or self.size or self._group_size
         hosts = [w.host for w in self.workers]
         self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
         self.workers = []
@@ -283,10 +283,6 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
         """Kill the workers and leave none: `restart` brings the group back later."""
         workers, self.workers = self.workers, []
         self._group.kill({w.engine_id: (w.host, w.pid) for w in workers})
-
-    def forget_state(self) -> None:
-        """No restore will need the end-of-fit snapshots any more: remove them."""
-        self.kept.forget()
 
     def stop(self) -> None:
         """End every engine process we started (attached clusters keep theirs)."""

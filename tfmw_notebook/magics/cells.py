@@ -101,6 +101,8 @@ class CellCommand(CommandBase):
             except OSError as exc:   # the training's outcome matters more than its record
                 print(f"tfdist: could not write the run record: {exc}", file=sys.stderr)
                 written = []
+            if written:
+                cluster.resized = None   # noted by these records
             self._track(written)
 
     def _track(self, run_dirs: list[str]) -> None:

@@ -77,6 +77,17 @@ class LifecycleCommands(CommandBase):
               f"(TensorFlow {cluster.tf_version}) in {cluster.last_restart_seconds:.1f} s; "
               f"{given_back}")
 
+    def _resize(self, args) -> None:
+        cluster = self._require_cluster()
+        before = cluster.size
+        report = self._guarded(lambda: cluster.resize(args.workers))
+        given_back = (report.line() if report is not None else
+                      "nothing replayed: their variables are empty")
+        print(f"resized: {cluster.size} workers (were {before}) in "
+              f"{cluster.last_restart_seconds:.1f} s; {given_back}. A dataset batched before "
+              f"it is distributed keeps its global batch: each worker now takes 1/{cluster.size}"
+              " of it")
+
     def _stop(self, args) -> None:
         cluster = self._require_cluster()
         size, owned = cluster.size, cluster.owned

@@ -157,6 +157,10 @@ def _line_parser() -> Parser:
     restart.add_argument("--keras", type=_keras_version, default=None, metavar="3|2",
                          help="switch the workers' Keras (as --keras of start) and replay the "
                               "pushes and cells run so far on them (each fit trains again)")
+    resize = commands.add_parser("resize", help="replace the workers by N new ones holding "
+                                 "the same state (the cells run so far are replayed)")
+    resize.add_argument("-n", "--workers", type=count, required=True, metavar="N",
+                        help="the number of workers from now on")
     commands.add_parser("stop", help="end every process the cluster started")
     return parser
 
