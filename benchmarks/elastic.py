@@ -1,6 +1,7 @@
 """What a restart costs with and without warm standby, side by side in one run.
 
     python benchmarks/elastic.py [--workers 2] [--standby K] [--rounds 5] [--keras 3|2]
+    python benchmarks/elastic.py --resize [--rounds 3]
 
 Two clusters of N workers live through the whole run: one started plainly, one with
 `standby=K` (K spare engines, TensorFlow imported; K = N by default). Each round restarts
@@ -11,6 +12,11 @@ and finished importing TensorFlow (a refill imports it in N processes at once, w
 slow whatever runs beside it): so it measures a restart that finds its spares ready.
 Prints the medians [min-max], the ratios per round (warm / cold restart, warm restart /
 cold start of the same cluster; goal <= 0.3x), and an idle spare's memory.
+
+`--resize`: a cluster of 2 trains a small model (3 epochs), then each round resizes it
+2 -> 4 -> 2; each resize is timed whole (as the magic's line reports it: the restart of
+the new size, then the replay that gives the new workers the model's state), beside a
+cold start of 4 workers and the fit it would take to train that model again.
 """
 
 from __future__ import annotations
@@ -62,6 +68,58 @@ def _quiet() -> None:
     time.sleep(2.0)
 
 
+_JOB = """
+import numpy as np
+x = np.random.RandomState(0).rand(2048, 32).astype("float32")
+y = (x.sum(axis=1) > 16).astype("float32")
+data = tf.data.Dataset.from_tensor_slices((x, y)).batch(64).repeat()
+model = tf.keras.Sequential([tf.keras.layers.Dense(64, activation="relu"),
+                             tf.keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+"""
+_FIT = "model.fit(data, epochs=3, steps_per_epoch=30, verbose=0)"
+
+
+def resize_rounds(rounds: int, keras: int) -> None:
+    """Resize 2 -> 4 -> 2 after a fit; beside it, a cold start of 4 and the fit again."""
+    cluster = TFCluster.start(2, keras=keras)
+    try:
+        cluster.run(_JOB)
+        began = time.perf_counter()
+        cluster.run(_FIT)
+        fit_seconds = time.perf_counter() - began
+        times: dict[int, list[float]] = {4: [], 2: []}
+        replays: dict[int, list[float]] = {4: [], 2: []}
+        for round_ in range(rounds):
+            for n in (4, 2):
+                _quiet()
+                began = time.perf_counter()
+                report = cluster.resize(n)
+                times[n].append(time.perf_counter() - began)
+                replays[n].append(report.seconds if report is not None else 0.0)
+                assert report is not None and report.fits_restored == 1, report
+            print(f"round {round_ + 1}: 2 -> 4 {times[4][-1]:.2f} s, 4 -> 2 {times[2][-1]:.2f} s",
+                  flush=True)
+    finally:
+        cluster.stop()
+    _quiet()
+    cold = TFCluster.start(4, keras=keras)
+    try:
+        cold.run(_JOB)
+        began = time.perf_counter()
+        cold.run(_FIT)
+        refit = time.perf_counter() - began
+        start_4 = cold.started_seconds
+    finally:
+        cold.stop()
+    print(f"\nresize 2 -> 4          {_span(times[4])} s (its replay {_span(replays[4])} s)")
+    print(f"resize 4 -> 2          {_span(times[2])} s (its replay {_span(replays[2])} s)")
+    print(f"cold start of 4        {start_4:6.2f} s, and the fit trained again on 4: "
+          f"{refit:.2f} s (on 2: {fit_seconds:.2f} s)")
+    print(f"resize 2 -> 4 / (start 4 + fit again): "
+          f"{statistics.median(times[4]) / (start_4 + refit):.2f}x")
+
+
 def _span(values: list[float]) -> str:
     return f"{statistics.median(values):6.2f} [{min(values):.2f}-{max(values):.2f}]"
 
@@ -72,7 +130,11 @@ def main() -> None:
     parser.add_argument("--standby", type=int, default=None, help="spares (default: workers)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--keras", type=int, choices=(3, 2), default=DEFAULT_KERAS)
+    parser.add_argument("--resize", action="store_true", help="time resizes 2 -> 4 -> 2")
     args = parser.parse_args()
+    if args.resize:
+        resize_rounds(args.rounds, args.keras)
+        return
     n = args.workers
     k = n if args.standby is None else args.standby
     print(f"load average before: {os.getloadavg()[0]:.2f}; {n} workers, {k} spares, "

@@ -75,8 +75,11 @@ def test_shrinking_back_to_two_keeps_the_model_and_trains_in_step(kernel):
 def test_a_resize_to_no_workers_is_refused_and_changes_nothing(kernel):
     digests = _digests(kernel)
     out = kernel.execute("%tfdist resize -n 0")
-    assert out.status == "error" and "UsageError" in out.error_text + out.error["ename"]
-    assert "expected a whole number >= 1, got 0" in out.error_text, out.error_text
+    # IPython shows a UsageError as one stderr line.
+    lines = out.stderr.strip().splitlines()
+    assert out.status == "error" and len(lines) == 1, out.stderr
+    assert lines[0].startswith("UsageError: ") and "expected a whole number >= 1, got 0" \
+        in lines[0], lines
     assert _digests(kernel) == digests
 
 
