@@ -80,14 +80,19 @@ model.compile(optimizer="adam", loss="mse")
 _FIT = "model.fit(data, epochs=3, steps_per_epoch=30, verbose=0)"
 
 
+def _trained(cluster: TFCluster) -> float:
+    """Define the job on `cluster` and fit it; the fit's seconds."""
+    cluster.run(_JOB)
+    began = time.perf_counter()
+    cluster.run(_FIT)
+    return time.perf_counter() - began
+
+
 def resize_rounds(rounds: int, keras: int) -> None:
     """Resize 2 -> 4 -> 2 after a fit; beside it, a cold start of 4 and the fit again."""
     cluster = TFCluster.start(2, keras=keras)
     try:
-        cluster.run(_JOB)
-        began = time.perf_counter()
-        cluster.run(_FIT)
-        fit_seconds = time.perf_counter() - began
+        fit_seconds = _trained(cluster)
         times: dict[int, list[float]] = {4: [], 2: []}
         replays: dict[int, list[float]] = {4: [], 2: []}
         for round_ in range(rounds):
@@ -105,11 +110,7 @@ def resize_rounds(rounds: int, keras: int) -> None:
     _quiet()
     cold = TFCluster.start(4, keras=keras)
     try:
-        cold.run(_JOB)
-        began = time.perf_counter()
-        cold.run(_FIT)
-        refit = time.perf_counter() - began
-        start_4 = cold.started_seconds
+        refit, start_4 = _trained(cold), cold.started_seconds
     finally:
         cold.stop()
     print(f"\nresize 2 -> 4          {_span(times[4])} s (its replay {_span(replays[4])} s)")
