@@ -18,7 +18,7 @@ pytestmark = pytest.mark.timeout(120)
     ("start --gpus-per-worker x", "expected auto or a whole number >= 0, got 'x'"),
     ("start --gpus-per-worker -1", "expected auto or a whole number >= 0, got '-1'"),
     ("", "needs a command: start, attach, status, history, dashboard, checkpointing, restore, "
-         "checkpoints, tensorboard, diagnose, runs, tracking, restart or stop"),
+         "checkpoints, tensorboard, diagnose, runs, tracking, restart, resize or stop"),
     ("runs --delete ../etc", "no run named '../etc' under "),
     ("runs --root /no/such/dir", "--root /no/such/dir: no such directory"),
     ("dashboard maybe", "invalid choice: 'maybe'"),
