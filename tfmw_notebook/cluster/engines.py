@@ -292,11 +292,11 @@ class EngineGroup:
                 self.network.reopen()   # its keeper was killed: a new private network
                 self._engine_kwargs["engine_cmd"] = (self.network.command_prefix()
                                                      + self._engine_argv)
+            needed, coming = n, 0
             if spares is not None:
                 self.ids = spares.take(n, self.registered(), self._taken())
-            needed = n - len(self.ids)
-            coming = spares.claim_coming(needed, self.registered(), self._taken()) \
-                if spares is not None else 0
+                needed = n - len(self.ids)
+                coming = spares.claim_coming(needed, self.registered(), self._taken())
             old_sets = set(cluster.engines)
             if needed > coming:
                 cluster.start_engines_sync(needed - coming, **self._engine_kwargs)

@@ -92,7 +92,7 @@ class Restarts:
         if self._running is not None:
             raise BadArgument("a cell is running on the workers: resize once it has ended")
         group = self._group
-        self._group.check_restartable([w.host for w in self.workers])
+        group.check_restartable([w.host for w in self.workers])
         spares = group.standby.size if group.standby is not None else 0
         too_many = host_capacity.problem(n, host_capacity.read_capacity(), spares=spares) \
             if group.owned else None
