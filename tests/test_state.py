@@ -215,8 +215,12 @@ def guarded_sum(fail):
 
 if tfdist.rank == 0:
     raise ValueError("worker 0 stops before any collective")
-# Worker 1 takes the all-reduce's instance key when the call starts; the assert then
-# fails before the all-reduce runs. Both finish, but worker 1 is one collective ahead.
+# Worker 1 fails a second later (well inside the error grace), so worker 0's error is
+# the first the notebook hears of: the one the cell names. Worker 1 takes the
+# all-reduce's instance key when the call starts; the assert then fails before the
+# all-reduce runs. Both finish, but worker 1 is one collective ahead.
+import time
+time.sleep(1)
 guarded_sum(tf.constant(True))
 '''
 

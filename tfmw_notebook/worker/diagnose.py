@@ -4,10 +4,10 @@ Every worker runs `measure` at the same time (it uses the strategy's collectives
 and returns its own timings, in seconds:
 
     step         one training step of the model, as fit() runs it (train_function)
-    communication  the step's collectives: one all-reduce of tensors shaped like the
-                 model's gradients, with the strategy's own collectives, plus the
-                 step's other collectives (counted in its graph: `collectives`),
-                 each timed as a one-number all-reduce
+    communication  the step's collectives, launched together as the step launches
+                 them: one all-reduce of tensors shaped like the model's gradients,
+                 with the strategy's own collectives, and a one-number all-reduce for
+                 each of the step's other collectives (counted in its graph)
     input        one batch from the input pipeline on its own (this worker's share of
                  the global batch, as fit() distributes it)
     compute      a local step on one batch: forward, backward and (tf-keras) the update
@@ -106,7 +106,7 @@ def _chosen(model_name, data_name, batch_size) -> tuple:
 def _timings(strategy, model, dataset, steps: int) -> dict[str, float]:
     """Each part timed over `steps` calls, in ROUNDS interleaved rounds (the machine's
     speed drifts: a part timed only once could land in a slow spell); medians."""
-    parts, batch, in_step, gradient_collectives = _parts(strategy, model, dataset)
+    parts, batch, in_step = _parts(strategy, model, dataset)
     for action in parts.values():
         _timed(action, WARMUP_STEPS)                    # traces, fills pipelines
     rounds: dict[str, list[float]] = {name: [] for name in [*parts, "alone"]}
@@ -116,10 +116,8 @@ def _timings(strategy, model, dataset, steps: int) -> dict[str, float]:
         rounds["alone"].append(_alone(strategy, parts["compute"], steps,
                                       barrier=parts["latency"]))
     median = {name: statistics.median(values) for name, values in rounds.items()}
-    other = max(0, in_step - gradient_collectives)
-    return {"step": median["step"],
-            "communication": median["all_reduce"] + other * median["latency"],
-            "all_reduce": median["all_reduce"], "collectives": in_step,
+    return {"step": median["step"], "communication": median["communication"],
+            "latency": median["latency"], "collectives": in_step,
             "input": median["input"], "compute": median["compute"], "alone": median["alone"],
             # Keras 3: its step function against the same step run bare
             "framework": max(0.0, median["step"] - median["bare"]) if "bare" in median else 0.0,
@@ -128,32 +126,30 @@ def _timings(strategy, model, dataset, steps: int) -> dict[str, float]:
             "gradient_bytes": sum(_bytes(v) for v in model.trainable_variables)}
 
 
-def _parts(strategy, model, dataset) -> tuple[dict, Any, int, int]:
-    """The actions to time, one batch, and how many collectives a training step and the
-    gradient-shaped all-reduce each launch."""
+def _parts(strategy, model, dataset) -> tuple[dict, Any, int]:
+    """The actions to time, one batch, and how many collectives a training step launches."""
     import tensorflow as tf
 
     batches = iter(strategy.experimental_distribute_dataset(dataset))
     local = iter(strategy.experimental_distribute_dataset(dataset))
     train = _train_function(model)
-    gradients_all_reduce, scalar_all_reduce = _all_reduces(strategy, model)
     batch = next(local)
 
     @tf.function
     def read():
         return next(local)
 
-    parts = {"step": lambda: train(batches), "all_reduce": gradients_all_reduce,
-             "latency": scalar_all_reduce, "input": read,
+    keras_2 = hasattr(train, "get_concrete_function")   # tf-keras: the step is a tf.function
+    bare = train if keras_2 else _bare_step(strategy, model)
+    in_step = _collectives(bare.get_concrete_function(batches))
+    parts = {"step": lambda: train(batches),
+             "communication": _step_collectives(strategy, model, in_step),
+             "latency": _scalar_all_reduce(strategy), "input": read,
              "compute": _local_step(strategy, model, batch)}
-    gradient_collectives = _collectives(gradients_all_reduce.get_concrete_function())
-    if hasattr(train, "get_concrete_function"):   # tf-keras: the step is a tf.function
-        return (parts, batch, _collectives(train.get_concrete_function(batches)),
-                gradient_collectives)
-    bare = _bare_step(strategy, model)
+    if keras_2:
+        return parts, batch, in_step
     parts["bare"] = lambda: bare(batches)
-    return (_each_awaited(parts), batch, _collectives(bare.get_concrete_function(batches)),
-            gradient_collectives)
+    return _each_awaited(parts), batch, in_step
 
 
 def _bytes(variable) -> int:
@@ -163,30 +159,51 @@ def _bytes(variable) -> int:
     return math.prod(int(d) for d in variable.shape) * tf.as_dtype(variable.dtype).size
 
 
-def _all_reduces(strategy, model) -> tuple:
-    """An all-reduce of tensors shaped like the model's gradients, and of one number."""
+def _step_collectives(strategy, model, in_step: int):
+    """The step's collectives launched together, as the step launches them: an all-reduce
+    of tensors shaped like the model's gradients (made in replica context, as a step's
+    gradients are, so the strategy adds its own collectives), and one-number all-reduces
+    for the rest of the step's `in_step` (its losses and metrics). Together, not one after
+    another: in the step they overlap, and their sum would exceed the step."""
     import tensorflow as tf
 
     shapes = [(v.shape, v.dtype) for v in model.trainable_variables]
     context = tf.distribute.get_replica_context
     total = tf.distribute.ReduceOp.SUM
 
-    # The values are made in replica context, as a step's gradients are.
     def gradients_like():
         return context().all_reduce(total, [tf.zeros(shape, dtype) for shape, dtype in shapes])
 
-    def one_number():
-        return context().all_reduce(total, tf.constant(1.0))
+    @tf.function
+    def gradients_only():
+        return strategy.run(gradients_like)
+
+    others = max(0, in_step - _collectives(gradients_only.get_concrete_function()))
+
+    def step_like():
+        return gradients_like(), [context().all_reduce(total, tf.constant(float(n)))
+                                  for n in range(others)]
 
     @tf.function
-    def gradients_all_reduce():
-        return strategy.run(gradients_like)
+    def all_of_them():
+        return strategy.run(step_like)
+
+    return all_of_them
+
+
+def _scalar_all_reduce(strategy):
+    """An all-reduce of one number: the collectives' latency, and a barrier."""
+    import tensorflow as tf
+
+    def one_number():
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM,
+                                                              tf.constant(1.0))
 
     @tf.function
     def scalar_all_reduce():
         return strategy.run(one_number)
 
-    return gradients_all_reduce, scalar_all_reduce
+    return scalar_all_reduce
 
 
 def _train_function(model):
