@@ -27,6 +27,7 @@ from . import (
     chief_writes,
     collector,
     controller_watch,
+    deferred_imports,
     gpus,
     handshake,
     input_release,
@@ -103,6 +104,8 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
     check_packages(keras)
 
     # The strategy sets up the devices: TF's C++ start-up lines end there.
+    # Engines started by others (attached) import TensorFlow here, for the first time.
+    deferred_imports.install()
     with startup_log.quiet_startup():
         import tensorflow as tf
 

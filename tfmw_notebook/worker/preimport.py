@@ -9,14 +9,17 @@ them when the strategy is created. The import loads no CUDA driver; libcuda is
 opened, and reads CUDA_VISIBLE_DEVICES, when TF first lists its devices
 (measured with TF 2.21 and Keras 3: LD_DEBUG=libs shows no libcuda until then).
 The bootstrap's own `import tensorflow` waits for this import to finish and
-reports any error it raised. TensorFlow's C++ start-up logging goes through a filter
-from here until the bootstrap has made the strategy (protocol/startup_log.py).
+reports any error it raised. Keras' optional extras, which that import would load too,
+wait for a cell's first use (deferred_imports.py). TensorFlow's C++ start-up logging
+goes through a filter from here until the bootstrap has made the strategy
+(protocol/startup_log.py).
 """
 
 import contextlib
 import threading
 
 from ..protocol import startup_log
+from . import deferred_imports
 
 
 def _import_tensorflow() -> None:
@@ -26,4 +29,5 @@ def _import_tensorflow() -> None:
 
 
 startup_log.begin()
+deferred_imports.install()
 threading.Thread(target=_import_tensorflow, name="tfmw-preimport", daemon=True).start()
