@@ -42,7 +42,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from . import deferred_imports
 from .import_hooks import when_imported
 
 _is_chief: bool | None = None     # set once by install()
@@ -232,9 +231,8 @@ def _replace_function(module: Any, name: str, wrap: Callable[[Callable], Callabl
     wrapper = wrap(original)
     package = module.__name__.split(".")[0]
     for module_name, other in list(sys.modules.items()):
-        # __dict__, not getattr: getattr would load lazy modules (tf.keras) here. A
-        # deferred module has bound nothing yet, and reading its __dict__ would run it.
-        if (module_name.split(".")[0] == package and not deferred_imports.waiting(other)
+        # __dict__, not getattr: getattr would load lazy modules (tf.keras) here.
+        if (module_name.split(".")[0] == package
                 and getattr(other, "__dict__", {}).get(name) is original):
             setattr(other, name, wrapper)
 
