@@ -6,9 +6,9 @@ Keras 3 imports two optional extras along with itself: its scikit-learn wrappers
 helper's `matplotlib.pyplot`: a quarter to two fifths of `import tensorflow` on
 `--keras 3` workers (TensorFlow 2.21, Keras 3.15, scikit-learn installed: CPU seconds,
 medians of 9 rounds, 5.99 s with them and 4.37 s without, then 5.77 and 3.43 s;
-benchmarks/deferred_imports.py). Every worker
-pays that at every start and restart, on a host whose cores all its workers share; on
-the default start (`tf.keras` is tf-keras) at a cell's first `import keras`.
+benchmarks/deferred_imports.py). Every worker pays that at every start and restart, on a
+host whose cores all its workers share; on the default start (`tf.keras` is tf-keras) at
+a cell's first `import keras`.
 
 The modules are the real ones, run in place at their first use: `import` binds the module
 at once (its `__file__`, `__spec__`, `__dict__` already set, so code that looks through
