@@ -261,3 +261,45 @@ def test_a_host_cut_off_mid_fit_ends_the_cell_and_restart_brings_the_cluster_bac
     wait_for(lambda: not engine_pids(sim) & old, 30, "the old engines to be gone")
     assert sorted({row["host"] for row in status(kernel)}) == sorted(h.hostname
                                                                     for h in sim.hosts)
+
+
+def test_min_workers_goes_on_with_the_host_left_and_resize_grows_back(sim, kernel, ipcluster,
+                                                                    tmp_path):
+    """A floor of 2 of the 4 workers (`cluster.min_workers`, as `--min-workers 2` sets it);
+    host 2 cut mid-fit: the cell completes on host 1's 2 workers (restarted on the host
+    left, state replayed, `--max-restarts` runs the cell again, its fit resuming from the
+    BackupAndRestore backup); the run record notes it; `resize -n 4` grows back."""
+    ipcluster.wait_past_early_shutdown()
+    cut = sim.hosts[1]
+    kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
+              "active_cluster().min_workers = 2")
+    marker = str(tmp_path / "cut")
+    code = FIT_WITH_MARKER.format(rank=2, marker=marker, epochs=6, action="pass")
+    kernel.ok("%%tfdist\n" + QUICK_FIT)
+    import threading
+
+    def cut_when_training():
+        wait_for(lambda: os.path.exists(marker), 120, "training")
+        sim.link_down(cut)
+
+    cutter = threading.Thread(target=cut_when_training)
+    cutter.start()
+    try:
+        out = kernel.execute("%%tfdist --max-restarts 1\n" + code, timeout=240)
+        cutter.join(timeout=30)
+        assert out.status == "ok", out.stderr[-3000:]
+        assert "going on with the 2 workers of the hosts left" in out.stderr, out.stderr
+        rows = status(kernel)
+        assert len(rows) == 2 and {row["host"] for row in rows} == {sim.hosts[0].hostname}
+        # The fit's run record: it ended on the host left, 2 workers of the 4 it began on.
+        out = kernel.ok("import json\nfrom tfmw_notebook import list_runs\n"
+                        "print(json.dumps(list_runs().records()[-1]['cluster']))")
+        noted = json.loads(out.stdout.strip().splitlines()[-1])
+        assert (noted["workers"], noted["resized_from"], noted["hosts"]) == (
+            2, 4, [sim.hosts[0].hostname]), noted
+    finally:
+        sim.link_up(cut)
+    out = kernel.ok("%tfdist resize -n 4", timeout=240)
+    assert sorted({row["host"] for row in status(kernel)}) == sorted(h.hostname
+                                                                    for h in sim.hosts)
+    assert kernel.ok(REDUCE, timeout=60).results[-1]["text/plain"] == "4.0"

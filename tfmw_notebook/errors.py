@@ -41,7 +41,7 @@ def _option(name: str, value: str) -> str:
     value = value.strip().strip("'\"")
     if value == "False" and name in _NEGATED:
         return _NEGATED[name]
-    flag = "--" + name.replace("_", "-")
+    flag = ("-" if len(name) == 1 else "--") + name.replace("_", "-")   # n=4: -n 4
     return f"{flag} {value}" if value else flag
 
 

@@ -273,9 +273,11 @@ class EngineGroup:
                 f"launcher known): {_bring_back(self.url_file, hosts)}")
         return self.cluster
 
-    def restart(self, n: int, *, timeout: float, hosts: Sequence[str] = ()) -> list[int]:
-        """Fresh engine processes, same count (spares first, if any); returns their ids
-        (`hosts`: see check_restartable)."""
+    def restart(self, n: int, *, timeout: float, hosts: Sequence[str] = (),
+                place: dict[str, int] | None = None) -> list[int]:
+        """`n` fresh engine processes (spares first, if any); returns their ids (`hosts`:
+        see check_restartable). `place`: {host: count}, given to a launcher that starts
+        engines by host (SSH); others place the engines themselves."""
         cluster = self.check_restartable(hosts)
         self._retired.update(self.ids)
         self.ids = []
@@ -299,7 +301,8 @@ class EngineGroup:
                 coming = spares.claim_coming(needed, self.registered(), self._taken())
             old_sets = set(cluster.engines)
             if needed > coming:
-                cluster.start_engines_sync(needed - coming, **self._engine_kwargs)
+                cluster.start_engines_sync(needed - coming,
+                                           **self._engine_kwargs, **_placed(cluster, place))
         except Exception as exc:  # the launcher's own failure: say whose it is
             raise ClusterSetupError(
                 f"ipyparallel's {_launcher_name(cluster)} could not start engines again "
@@ -460,6 +463,12 @@ def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork
                                     "--IPEngine.enable_nanny=False",
                                     f"--IPEngine.wait_for_url_file={timeout:g}"]
     return controller_args, engine_argv, engine_kwargs
+
+
+def _placed(cluster: ipp.Cluster, place: dict[str, int] | None) -> dict:
+    """The launcher's keyword for where its engines go: the SSH launcher's `engines`."""
+    by_host = "ssh" in _launcher_name(cluster).lower()
+    return {"engines": dict(place)} if place and by_host else {}
 
 
 def _launcher_name(cluster: ipp.Cluster) -> str:

@@ -9,6 +9,7 @@ it ended with instead of training again.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import sys
 import time
@@ -20,6 +21,7 @@ from ..protocol.tfconfig import EngineReport
 from .cell_watch import RunResult
 from .interrupt_hold import one_interrupt_held
 from .run_settings import RunSettings
+from .shrink import placement, survivors
 from .state_log import LoggedStep, RestoreReport, StateLog
 from .worker_calls import WorkerCalls
 
@@ -32,6 +34,8 @@ class WorkerGroup(Protocol):
     workers: list[EngineReport]
     last_restart_seconds: float
     last_restore: RestoreReport | None
+    min_workers: int | None
+    resized: tuple[int, int] | None
 
     @property
     def state_log(self) -> StateLog: ...
@@ -39,7 +43,8 @@ class WorkerGroup(Protocol):
     def calls(self) -> WorkerCalls: ...
     def run_once(self, source: str, settings: RunSettings, state: FitState) -> RunResult: ...
     def push(self, namespace: dict[str, Any]) -> None: ...
-    def replace_workers(self, size: int | None = None) -> None: ...
+    def replace_workers(self, size: int | None = None,
+                        place: dict[str, int] | None = None) -> None: ...
     def stop_workers(self) -> None: ...
     def forget_state(self) -> None: ...
 
@@ -57,8 +62,12 @@ class Recovery:
                                 "again, then `TFCluster.attach()` (or `cluster.stop()` and "
                                 "`TFCluster.start()` for a cluster tfdist started)")
         if failure.lost_hosts:
-            # A host that cannot be reached cannot get new engines now: stop, and say when
-            # to restart, rather than wait for launchers that cannot get through.
+            # A host that cannot be reached cannot get new engines now: go on with the
+            # hosts left (--min-workers), or stop and say when to restart, rather than
+            # wait for launchers that cannot get through.
+            shrunk = self._shrunk(attempt, replay=replay)
+            if shrunk is not None:
+                return shrunk
             self.cluster.stop_workers()
             hosts = ", ".join(failure.lost_hosts)
             return WorkerFailed(failure, f"{failure.summary}. Every worker was stopped; when "
@@ -75,6 +84,39 @@ class Recovery:
             why_restart = f" ({why_restart})"
         notice(f"tfdist: {failure.summary}; restarting the workers{why_restart}...")
         return self._restarted(attempt, replay=replay)
+
+    def _shrunk(self, attempt: WorkerFailed, *, replay: bool) -> WorkerFailed | None:
+        """With a floor of workers set and enough workers on the hosts left: restart there
+        (shrink.py); else None."""
+        failure, cluster = attempt.failure, self.cluster
+        left = survivors(cluster.workers, failure.lost_hosts)
+        if not cluster.min_workers or len(left) < cluster.min_workers:
+            return None
+        before, hosts = len(cluster.workers), ", ".join(failure.lost_hosts)
+        grow = f"once {hosts} can be reached, `cluster.resize(n={before})` grows it back"
+        notice(f"tfdist: {failure.summary}; going on with the {len(left)} workers of the "
+               f"hosts left (`min_workers={cluster.min_workers}`); {grow}...")
+        log = cluster.state_log.snapshot()
+        with one_interrupt_held("restarting the workers on the hosts left"):
+            try:
+                cluster.replace_workers(len(left), place=placement(left))
+            except TFDistError as exc:
+                return WorkerFailed(failure, f"{failure.summary}; the workers could not be "
+                                    f"restarted on the hosts left: {exc}")
+        cluster.resized = (before, len(left))
+        went_on = (f"Went on with {len(left)} of {before} workers "
+                   f"(`min_workers={cluster.min_workers}`), restarted in "
+                   f"{cluster.last_restart_seconds:.1f} s")
+        # A lost host is not the cell's fault: --max-restarts may run it again.
+        going_on = dataclasses.replace(failure, retryable=True)
+        if not (replay and log):
+            cluster.forget_state()
+            return WorkerFailed(going_on, f"{failure.summary}. {went_on}: their variables were "
+                                f"reset; {grow}", recovered=True)
+        with one_interrupt_held("giving the workers left their state back"):
+            report = self.restore(log)
+        return WorkerFailed(going_on, f"{failure.summary}. {went_on} and {report.line()}; "
+                            f"{grow}", recovered=True, restored=report.line())
 
     def _restarted(self, attempt: WorkerFailed, *, replay: bool) -> WorkerFailed:
         failure, cluster = attempt.failure, self.cluster

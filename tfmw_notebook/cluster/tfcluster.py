@@ -73,6 +73,7 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
     """
 
     last_restart_seconds = 0.0
+    min_workers: int | None = None   # go on with this many when a host is lost (shrink.py)
 
     def __init__(self, group: EngineGroup, *, communication: str = "auto",
                  gpus_per_worker: GpusPerWorker = AUTO, timeout: float = DEFAULT_TIMEOUT,
@@ -261,9 +262,11 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
 
     # -- lifecycle -------------------------------------------------------------
 
-    def replace_workers(self, size: int | None = None) -> None:
+    def replace_workers(self, size: int | None = None,
+                        place: dict[str, int] | None = None) -> None:
         """Kill the workers and bootstrap new ones (running `self.keras`; `size` of them, else
-        as many as before); what they held is not brought back.
+        as many as before; `place`: {host: count} for launchers that place by host); what
+        they held is not brought back.
 
         Workers that cannot be replaced (attached by url file) are still killed:
         after a failure they sit blocked in collectives, of no use.
@@ -274,7 +277,7 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
         self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
         self.workers = []
         self.state_log.clear()  # a restore adds back what it replays
-        self._group.restart(size, timeout=self.timeout, hosts=hosts)
+        self._group.restart(size, timeout=self.timeout, hosts=hosts, place=place)
         self._make_workers()
         self.restarts += 1
         self.last_restart_seconds = time.perf_counter() - began

@@ -95,6 +95,8 @@ class CellCommand(CommandBase):
             error = exc
             raise
         finally:
+            if cluster.resized is not None and cluster.workers:
+                runs.cluster = cluster_facts(cluster)   # shrunk mid-cell: where it ended
             try:
                 written = runs.write(cluster.restarts,
                                      result.runs if result is not None else None, error)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from IPython.core.error import UsageError
 
+from ..cluster.shrink import floor_problem
 from ..cluster.tfcluster import TFCluster
 from ..widgets.figures import import_matplotlib_in_background
 from .base import CommandBase
@@ -19,10 +20,14 @@ class LifecycleCommands(CommandBase):
             print(f"the cluster had no workers left (a restart failed?): starting "
                   f"{args.workers} new ones in its place")
         self._refuse_second_cluster()
+        too_few = floor_problem(args.min_workers, args.workers)
+        if too_few:
+            raise UsageError(too_few)
         cluster = self._guarded(lambda: TFCluster.start(
             args.workers, timeout=args.timeout, communication=args.communication,
             gpus_per_worker=args.gpus_per_worker, isolate=not args.no_isolation,
             keras=args.keras, standby=args.standby))
+        cluster.min_workers = args.min_workers
         self._adopt(cluster)
         if args.standby:
             print(f"{args.standby} spare engines start in the background: a restart takes "
@@ -31,6 +36,8 @@ class LifecycleCommands(CommandBase):
     def _attach(self, args) -> None:
         if args.url_file and (args.profile or args.cluster_id):
             raise UsageError("give either --url-file or --profile/--cluster-id, not both")
+        if args.workers is not None and floor_problem(args.min_workers, args.workers):
+            raise UsageError(floor_problem(args.min_workers, args.workers))
         old = self.session.cluster
         if old is not None and (not old.size or not old.controller_answers()):
             # Its workers or its controller are gone (after a failure): attach anew.
@@ -43,6 +50,11 @@ class LifecycleCommands(CommandBase):
             gpus_per_worker=args.gpus_per_worker, interface=args.interface,
             address_map=args.address_map, keras=args.keras))
         self._adopt(cluster)
+        # The size is known once attached: a floor above it is refused, the cluster kept.
+        too_few = floor_problem(args.min_workers, cluster.size)
+        if too_few:
+            raise UsageError(f"{too_few}; the cluster is attached without it")
+        cluster.min_workers = args.min_workers
 
     def _adopt(self, cluster: TFCluster) -> None:
         cluster.restore_state = self.session.preferences.restore

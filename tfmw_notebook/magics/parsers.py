@@ -113,6 +113,9 @@ def _add_worker_options(parser: argparse.ArgumentParser) -> None:
                         help="GPUs each worker sees: auto (default) splits each host's GPUs "
                              "evenly among its workers (none found: the CPU); K each; 0 "
                              "hides every GPU")
+    parser.add_argument("--min-workers", type=count, default=None, metavar="K",
+                        help="when a host is lost, go on with the workers of the hosts left "
+                             "if they are at least K (default: stop every worker)")
     parser.add_argument("--keras", type=int, choices=KERAS_VERSIONS, default=DEFAULT_KERAS,
                         help=f"2: tf.keras is tf-keras (TensorFlow's tutorials) and `import "
                              f"keras` is Keras 3 (keras.io); 3: tf.keras is Keras 3 too "
