@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -179,6 +180,17 @@ def engine_pids(sim) -> set[int]:
     return found
 
 
+def cut_once_training(sim, host, marker: str) -> threading.Thread:
+    """Cut `host`'s link once the fit wrote `marker` (FIT_WITH_MARKER), from a thread."""
+    def cut_when_training():
+        wait_for(lambda: os.path.exists(marker), 120, "training")
+        sim.link_down(host)
+
+    cutter = threading.Thread(target=cut_when_training)
+    cutter.start()
+    return cutter
+
+
 def test_ssh_launcher_cluster_trains_across_two_hosts(sim, kernel, ipcluster):
     began = time.monotonic()
     out = kernel.ok(ATTACH, timeout=180)
@@ -231,15 +243,7 @@ def test_a_host_cut_off_mid_fit_ends_the_cell_and_restart_brings_the_cluster_bac
     marker = str(tmp_path / "cut")
     code = FIT_WITH_MARKER.format(rank=2, marker=marker, epochs=200, action="pass")
     kernel.ok("%%tfdist\n" + QUICK_FIT)
-
-    import threading
-
-    def cut_when_training():
-        wait_for(lambda: os.path.exists(marker), 120, "training")
-        sim.link_down(cut)
-
-    cutter = threading.Thread(target=cut_when_training)
-    cutter.start()
+    cutter = cut_once_training(sim, cut, marker)
     out = kernel.execute("%%tfdist --no-checkpoint\n" + code, timeout=120)
     cutter.join(timeout=30)
     cut_at = float(open(marker).read())
@@ -276,14 +280,7 @@ def test_min_workers_goes_on_with_the_host_left_and_resize_grows_back(sim, kerne
     marker = str(tmp_path / "cut")
     code = FIT_WITH_MARKER.format(rank=2, marker=marker, epochs=6, action="pass")
     kernel.ok("%%tfdist\n" + QUICK_FIT)
-    import threading
-
-    def cut_when_training():
-        wait_for(lambda: os.path.exists(marker), 120, "training")
-        sim.link_down(cut)
-
-    cutter = threading.Thread(target=cut_when_training)
-    cutter.start()
+    cutter = cut_once_training(sim, cut, marker)
     try:
         out = kernel.execute("%%tfdist --max-restarts 1\n" + code, timeout=240)
         cutter.join(timeout=30)
