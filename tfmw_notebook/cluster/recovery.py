@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Protocol
 
-from ..errors import ClusterSetupError, TFDistError, WorkerFailed, for_caller
+from ..errors import ClusterSetupError, Failure, TFDistError, WorkerFailed, for_caller
 from ..protocol.run_options import CellOptions, FitState
 from ..protocol.tfconfig import EngineReport
 from .cell_watch import RunResult
@@ -108,15 +108,8 @@ class Recovery:
                    f"(`min_workers={cluster.min_workers}`), restarted in "
                    f"{cluster.last_restart_seconds:.1f} s")
         # A lost host is not the cell's fault: --max-restarts may run it again.
-        going_on = dataclasses.replace(failure, retryable=True)
-        if not (replay and log):
-            cluster.forget_state()
-            return WorkerFailed(going_on, f"{failure.summary}. {went_on}: their variables were "
-                                f"reset; {grow}", recovered=True)
-        with one_interrupt_held("giving the workers left their state back"):
-            report = self.restore(log)
-        return WorkerFailed(going_on, f"{failure.summary}. {went_on} and {report.line()}; "
-                            f"{grow}", recovered=True, restored=report.line())
+        return self._given_back(dataclasses.replace(failure, retryable=True), went_on, log,
+                                replay=replay, then=f"; {grow}")
 
     def _restarted(self, attempt: WorkerFailed, *, replay: bool) -> WorkerFailed:
         failure, cluster = attempt.failure, self.cluster
@@ -128,13 +121,20 @@ class Recovery:
                 return WorkerFailed(failure, f"{failure.summary}; the workers could not be "
                                     f"restarted: {exc}")
         restarted = f"The workers were restarted in {cluster.last_restart_seconds:.1f} s"
+        return self._given_back(failure, restarted, log, replay=replay)
+
+    def _given_back(self, failure: Failure, restarted: str, log: list[LoggedStep], *,
+                    replay: bool, then: str = "") -> WorkerFailed:
+        """After a restart: the logged steps replayed on the fresh workers (or their
+        variables reset), and the WorkerFailed that says so, `then` at its end."""
         if not (replay and log):
-            cluster.forget_state()
+            self.cluster.forget_state()
             return WorkerFailed(failure, f"{failure.summary}. {restarted}: their variables were "
-                                "reset, run the cells that define them again", recovered=True)
+                                f"reset, run the cells that define them again{then}",
+                                recovered=True)
         with one_interrupt_held("giving the fresh workers their state back"):
             report = self.restore(log)
-        return WorkerFailed(failure, f"{failure.summary}. {restarted} and {report.line()}",
+        return WorkerFailed(failure, f"{failure.summary}. {restarted} and {report.line()}{then}",
                             recovered=True, restored=report.line())
 
     def why_not_keep(self) -> str:
