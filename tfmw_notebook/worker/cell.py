@@ -8,7 +8,14 @@ import linecache
 from typing import Any
 
 from ..protocol.run_options import CellOptions, FitState
-from . import chief_writes, controller_watch, keras_hooks, shared_directories, shared_strategy
+from . import (
+    background_writes,
+    chief_writes,
+    controller_watch,
+    keras_hooks,
+    shared_directories,
+    shared_strategy,
+)
 from .heartbeat import Heartbeat, engine_publish
 from .other_strategy_scope import RunnerScope
 
@@ -53,6 +60,9 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
               shared_directories.during_cell()):
             exec(compile(tree, filename, "exec"), namespace)
             value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
+            # The cell ends once its checkpoints are committed (a failed write fails it).
+            # A cell that raised reports its own error at once; its write goes on.
+            background_writes.wait()
     finally:
         chief_writes.cleanup()   # the other workers' copies of what the cell saved
 

@@ -1,12 +1,12 @@
 """Chief-correct checkpoints written for the user, and restoring them.
 
-Every worker takes part in each save (under MultiWorkerMirroredStrategy a save
-may need all of them). The chief writes into a temporary directory beside the
-checkpoints and commits it by renaming it into place, so a checkpoint is complete
-or absent even if a worker dies while writing. The others write a throw-away copy
-into their own temp directory: it never takes space on the checkpoint disk, so a
-full disk fails the chief's save (and that checkpoint) only, never after the
-chief has committed it. The Keras callback that saves after each epoch is in
+Every worker takes part in each save: each reads the checkpoint's values at the same
+point of training (under MultiWorkerMirroredStrategy those reads may need all of them;
+weights_snapshot.py). The chief's writer thread (background_writes.py) then writes
+them into a temporary directory beside the checkpoints while training goes on, and
+commits it by renaming it into place, so a checkpoint is complete or absent even if a
+worker dies while writing. The others write nothing, so a full disk fails the chief's
+save (and that checkpoint) only. The Keras callback that saves after each epoch is in
 keras_checkpoint_saver.py (it imports TensorFlow; this module does so only in its
 functions).
 """
@@ -25,39 +25,86 @@ import uuid
 from ..protocol import checkpoints
 from ..protocol.checkpoints import MODEL_JSON, WEIGHTS, trackables
 from ..protocol.run_options import CheckpointPolicy
-from . import chief_writes, keras_flavour
+from . import background_writes, chief_writes, keras_flavour, weights_snapshot
 
 _TOKENS = random.SystemRandom()   # leaves `random`'s global generator to the user's code
 
 
 def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics: dict,
          wall_time: float, policy: CheckpointPolicy) -> str | None:
-    """Write checkpoint `epoch` of `model`; returns its path on the chief."""
+    """Checkpoint `epoch` of `model`: read now on every worker, written and committed by
+    the chief's writer thread (background_writes.py); returns its path on the chief.
+    A write that fails is raised by the next save, or at the cell's end."""
+    snapshot = weights_snapshot.take(model)
+    if snapshot is None:   # this TensorFlow cannot snapshot: every worker writes in place
+        return _save_in_place(model, run_dir=run_dir, epoch=epoch, rank=rank,
+                              is_chief=is_chief, metrics=metrics, wall_time=wall_time,
+                              policy=policy)
+    if not is_chief:
+        return None
+    meta = _meta(model, run_dir, epoch, metrics, wall_time)
+    model_json = _model_json(model)
+
+    def write() -> None:
+        _write_committed(run_dir, epoch, rank, policy, meta, model_json, snapshot.write)
+
+    background_writes.hand_over(write)
+    return os.path.join(run_dir, checkpoints.checkpoint_name(epoch))
+
+
+def _save_in_place(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool,
+                   metrics: dict, wall_time: float, policy: CheckpointPolicy) -> str | None:
+    """The save on the training thread. The others write a throw-away copy: under
+    MultiWorkerMirroredStrategy the reads of a save may need every worker."""
     import tensorflow as tf
 
-    temp = None
-    try:
-        if is_chief:
-            temp = checkpoints.prepare_temp(run_dir, epoch, f"w{rank}-{uuid.uuid4().hex[:8]}")
-        else:
-            temp = tempfile.mkdtemp(prefix=f"tfmw-ckpt-{epoch}-")
-        with chief_writes.as_named():   # each worker's path is chosen above
-            tf.train.Checkpoint(**trackables(model)).write(os.path.join(temp, WEIGHTS))
-        if not is_chief:
-            return None
+    def write(prefix: str) -> None:
+        tf.train.Checkpoint(**trackables(model)).write(prefix)
+
+    if not is_chief:
+        temp = tempfile.mkdtemp(prefix=f"tfmw-ckpt-{epoch}-")
         try:
-            with open(os.path.join(temp, MODEL_JSON), "w") as out:
-                out.write(model.to_json())
-        except (NotImplementedError, TypeError, ValueError):
-            pass  # subclassed models have no JSON form; weights still restore into code
-        optimizer = getattr(model, "optimizer", None)
-        step = int(optimizer.iterations.numpy()) if optimizer is not None else None
-        checkpoints.write_meta(temp, {
-            "epoch": epoch, "step": step, "metrics": metrics, "wall_time": wall_time,
+            with chief_writes.as_named():
+                write(os.path.join(temp, WEIGHTS))
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
+        return None
+    return _write_committed(run_dir, epoch, rank, policy,
+                            _meta(model, run_dir, epoch, metrics, wall_time),
+                            _model_json(model), write)
+
+
+def _meta(model, run_dir: str, epoch: int, metrics: dict, wall_time: float) -> dict:
+    import tensorflow as tf
+
+    optimizer = getattr(model, "optimizer", None)
+    step = int(optimizer.iterations.numpy()) if optimizer is not None else None
+    return {"epoch": epoch, "step": step, "metrics": metrics, "wall_time": wall_time,
             "saved_at": time.time(), "tf_version": tf.__version__,
             "run": os.path.basename(os.path.normpath(run_dir)), "model": model.name,
-            "keras": keras_flavour.keras_of(model),   # which Keras reads model.json back
-        })
+            "keras": keras_flavour.keras_of(model)}   # which Keras reads model.json back
+
+
+def _model_json(model) -> str | None:
+    try:
+        return model.to_json()
+    except (NotImplementedError, TypeError, ValueError):
+        return None   # subclassed models have no JSON form; weights still restore into code
+
+
+def _write_committed(run_dir: str, epoch: int, rank: int, policy: CheckpointPolicy,
+                     meta: dict, model_json: str | None, write_weights) -> str:
+    """Fill a temporary directory (weights, model.json, meta.json last), rename it into
+    place, prune: a checkpoint is complete or absent whenever the writer stops."""
+    temp = None
+    try:
+        temp = checkpoints.prepare_temp(run_dir, epoch, f"w{rank}-{uuid.uuid4().hex[:8]}")
+        with chief_writes.as_named():   # the chief's own path
+            write_weights(os.path.join(temp, WEIGHTS))
+        if model_json is not None:
+            with open(os.path.join(temp, MODEL_JSON), "w") as out:
+                out.write(model_json)
+        checkpoints.write_meta(temp, meta)
         final = checkpoints.commit(temp, run_dir, epoch)
         temp = None
         _apply_retention(run_dir, policy)

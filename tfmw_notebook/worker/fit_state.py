@@ -16,7 +16,7 @@ from typing import Any
 from ..protocol import checkpoints
 from ..protocol.checkpoints import trackables
 from ..protocol.run_options import CheckpointPolicy
-from . import chief_writes, keras_flavour
+from . import background_writes, chief_writes, keras_flavour, weights_snapshot
 
 SNAPSHOT = checkpoints.WEIGHTS  # a snapshot directory is laid out like a checkpoint's
 
@@ -37,19 +37,37 @@ def record_after_fit(model, history, *, state_dir: str, cell_id: str, index: int
     final_epoch = epochs[-1] + 1 if epochs else None
     if (policy is not None and not policy.prunes and final_epoch is not None
             and last_saved_epoch == final_epoch):
-        # The chief committed it before its fit returned; every rank reads it.
+        # The chief commits it before the cell ends (background_writes.py); a replay of
+        # the cell, on any rank, reads it.
         record["source"] = "checkpoint"
         record["path"] = os.path.join(policy.run_dir, checkpoints.checkpoint_name(final_epoch))
         return record
     path = os.path.join(state_dir, f"{cell_id}-fit-{index}", f"rank-{rank}")
-    import tensorflow as tf
-
     os.makedirs(path, exist_ok=True)
-    with chief_writes.as_named():   # one snapshot per rank: its own path already
-        tf.train.Checkpoint(**trackables(model)).write(os.path.join(path, SNAPSHOT))
+    _write_snapshot(model, os.path.join(path, SNAPSHOT))
     record["source"] = "snapshot"
     record["path"] = path
     return record
+
+
+def _write_snapshot(model, prefix: str) -> None:
+    """Read now, written by the writer thread while the cell goes on: the cell ends once
+    it is written (background_writes.py), and only a cell that ended is replayed."""
+    snapshot = weights_snapshot.take(model)
+
+    def write() -> None:
+        with chief_writes.as_named():   # one snapshot per rank: its own path already
+            if snapshot is None:
+                import tensorflow as tf
+
+                tf.train.Checkpoint(**trackables(model)).write(prefix)
+            else:
+                snapshot.write(prefix)
+
+    if snapshot is None:   # this TensorFlow cannot snapshot: written in place
+        write()
+    else:
+        background_writes.hand_over(write)
 
 
 def failed_fit_record() -> dict[str, Any]:
