@@ -60,6 +60,9 @@ def parse_args(argv=None):
     parser.add_argument("--threads-experiment", action="store_true",
                         help="also: floor fit with TF's default thread pools vs "
                              "intra = inter = cores // workers")
+    parser.add_argument("--checkpoints-in-place", action="store_true",
+                        help="also: the default cell with checkpoints saved on the training "
+                             "thread, as before they were written in the background")
     parser.add_argument("--trivial", type=int, default=None,
                         help="trivial cells per round (default 50, 10 with --quick)")
     parser.add_argument("--report", metavar="PATH", default=None,
@@ -118,7 +121,8 @@ def _contenders(entry, where, args, job, cell_path, workdir, shared, use_ray, in
     # Filled as it goes: a failure late in the round keeps what was measured before it.
     tfmw = entry["tfmw"] = {}
     try:
-        tfmw_round(tfmw, where, job, args.trivial, shared, dashboard_on_first=index % 2 == 1)
+        tfmw_round(tfmw, where, job, args.trivial, shared, dashboard_on_first=index % 2 == 1,
+                   in_place=args.checkpoints_in_place)
     except Exception as exc:
         tfmw["failed"] = report_failure(where, "tfmw", exc)
 

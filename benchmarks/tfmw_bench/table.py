@@ -51,6 +51,16 @@ def goal_text(summary: dict, key: str | None) -> str:
             f"{interval[0]:.2f}-{interval[1]:.2f})")
 
 
+def _figure(summary: dict, key: str) -> str:
+    """A figure judged like a goal (fast modes and their 90% interval), with no goal."""
+    figure = summary.get("figures", {}).get(key)
+    if not figure or figure.get("interval") is None:
+        return ""
+    low, high = figure["interval"]
+    kind = "medians" if key in PERCENTILE else "fast modes"
+    return f"({kind} {figure['value']:.2f}x, 90% {low:.2f}-{high:.2f})"
+
+
 def print_table(report: dict, use_ray: bool, threads_split: int | None) -> None:
     """The whole table; the threads section only when `threads_split` is given."""
     s = report["summary"]
@@ -136,7 +146,17 @@ def _dashboard(s: dict) -> list[str]:
         row(COMPARE, "notebook-side CPU in the cell s", cell(s.get("dashboard_off_kernel_cpu")),
             cell(s.get("dashboard_on_kernel_cpu")), "", ""),
         row(COMPARE, "final PNG after the cell s", "-", cell(s["dashboard_on_finish"]), "", ""),
-    ]
+        "",
+        row(COMPARE, "the cell as the magic runs it", "plain", "default", "ratio",
+            "goal"),
+        row(COMPARE, "cell s (dashboard + checkpoints)", cell(s["dashboard_off_cell"]),
+            cell(s.get("default_cell")), ratio_text(s["ratios"].get("default_cell")),
+            goal_text(s, "default_cell")),
+        row(COMPARE, "notebook-side CPU in the cell s", cell(s.get("dashboard_off_kernel_cpu")),
+            cell(s.get("default_kernel_cpu")), "", ""),
+    ] + ([row(COMPARE, "  saved in place (as before)", cell(s["dashboard_off_cell"]),
+              cell(s["in_place_cell"]), ratio_text(s["ratios"].get("in_place_cell")),
+              _figure(s, "in_place_cell"))] if s.get("in_place_cell") else [])
 
 
 def _share(value) -> str:

@@ -1,13 +1,16 @@
-"""The tfmw contender: TFCluster start, training cells, trivial cells, dashboard on/off."""
+"""The tfmw contender: TFCluster start, training cells, trivial cells, and the cell
+plain, with the dashboard, and as the magic runs it by default (dashboard + checkpoints)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+import os
 import statistics
+import tempfile
 import time
 
-from tfmw_notebook.protocol.run_options import CellOptions
+from tfmw_notebook.protocol.run_options import CellOptions, CheckpointPolicy
 
 from . import keras_choice
 from .common import (
@@ -103,18 +106,24 @@ def trivial_cells(cluster, count: int) -> list[float]:
     return times
 
 
-def dashboard_cell(cluster, job: str, *, on: bool) -> dict:
+def dashboard_cell(cluster, job: str, *, on: bool, checkpoints: str | None = None) -> dict:
     """The training cell with the dashboard off (CellOptions()) or on, as the magic does it:
     report events, Keras progress quiet, events fed to a LiveRun(widgets=True) while the
-    cell runs (matplotlib PNG redraws, progress widgets), then the final PNG."""
+    cell runs (matplotlib PNG redraws, progress widgets), then the final PNG. With
+    `checkpoints` (a directory), also the automatic checkpoints the magic saves by
+    default: every epoch, none pruned, into a run directory of the cell's own."""
     if not on:
         return tfmw_cell(cluster, job, options=CellOptions())
     from tfmw_notebook.widgets.live import LiveRun
 
+    checkpoint = None
+    if checkpoints is not None:
+        checkpoint = CheckpointPolicy(run_dir=tempfile.mkdtemp(prefix="run-", dir=checkpoints))
     live = LiveRun(widgets=True)
     # Outside a kernel IPython's display() prints the widget's repr: swallow it.
     with contextlib.redirect_stdout(io.StringIO()):
-        result = tfmw_cell(cluster, job, options=CellOptions(report=True, quiet_progress=True),
+        result = tfmw_cell(cluster, job, options=CellOptions(report=True, quiet_progress=True,
+                                                             checkpoint=checkpoint),
                            on_data=live.on_data)
         # LiveRun.finish() needs the display handle of a kernel (display() returns None
         # outside one); do its work: the final PNG and the summary line.
@@ -144,10 +153,43 @@ def _median_of(results: list[dict]) -> dict:
     return merged
 
 
+# The training cell three ways: "off" plain (no dashboard, no checkpoints), "on" with the
+# dashboard, "default" as the magic runs it when told nothing (dashboard + checkpoints);
+# with --checkpoints-in-place a fourth, "in_place": the default cell with every worker
+# saving on its training thread, as before checkpoints were written in the background.
+SIDES = ("off", "on", "default")
+IN_PLACE = "in_place"
+# Run on the workers before each cell: checkpoints written in place (weights_snapshot.take
+# returning None is the saver's path for a TensorFlow without the snapshot's parts).
+_IN_PLACE_SWITCH = """\
+from tfmw_notebook.worker import weights_snapshot as _snapshots
+_snapshots.__dict__.setdefault("_bench_take", _snapshots.take)
+_snapshots.take = (lambda model: None) if {in_place} else _snapshots._bench_take
+"""
+
+
+def _sides_in_turn(cluster, job: str, on_first: bool, in_place: bool = False) -> dict:
+    """DASHBOARD_PAIRS turns of the sides, each turn in another order (the first side of a
+    turn rotates; `on_first` reverses the rotation); each side's median is the round's."""
+    sides = SIDES + ((IN_PLACE,) if in_place else ())
+    cells: dict[str, list] = {side: [] for side in sides}
+    with tempfile.TemporaryDirectory(prefix="bench-checkpoints-", dir=os.getcwd()) as saved:
+        for turn in range(DASHBOARD_PAIRS):
+            first = (-turn if on_first else turn) % len(sides)
+            for side in sides[first:] + sides[:first]:
+                if in_place:
+                    _run(cluster, _IN_PLACE_SWITCH.format(in_place=side == IN_PLACE),
+                         options=CellOptions(), timeout=TRIVIAL_TIMEOUT)
+                cells[side].append(dashboard_cell(
+                    cluster, job, on=side != "off",
+                    checkpoints=saved if side in ("default", IN_PLACE) else None))
+    return {side: _median_of(runs) for side, runs in cells.items()}
+
+
 def tfmw_round(out: dict, where: str, job: str, trivial: int, shared,
-               *, dashboard_on_first: bool) -> None:
+               *, dashboard_on_first: bool, in_place: bool = False) -> None:
     """Cold start and cell (unless a shared cluster is given), warm cell, trivial cells,
-    dashboard off/on; `out` is filled as it goes."""
+    the cell plain, with the dashboard and by default; `out` is filled as it goes."""
     cluster = shared
     try:
         if cluster is None:
@@ -164,15 +206,10 @@ def tfmw_round(out: dict, where: str, job: str, trivial: int, shared,
         out["trivial_ms"] = trivial_cells(cluster, trivial)
         progress(f"{where} trivial cell: median {statistics.median(out['trivial_ms']):.1f} ms "
                  f"over {trivial}")
-        # Off and on alternate, DASHBOARD_PAIRS pairs; each side's median is the round's.
-        cells: dict[str, list] = {"off": [], "on": []}
-        for _ in range(DASHBOARD_PAIRS):
-            for on in ((True, False) if dashboard_on_first else (False, True)):
-                cells["on" if on else "off"].append(dashboard_cell(cluster, job, on=on))
-        out["dashboard"] = {name: _median_of(runs) for name, runs in cells.items()}
-        progress(f"{where} dashboard off "
-                 f"{', '.join(f'{c:.2f}' for c in out['dashboard']['off']['all'])} s, on "
-                 f"{', '.join(f'{c:.2f}' for c in out['dashboard']['on']['all'])} s")
+        out["dashboard"] = _sides_in_turn(cluster, job, dashboard_on_first, in_place)
+        progress(f"{where} " + "; ".join(
+            f"{side} {', '.join(f'{c:.2f}' for c in cells['all'])} s"
+            for side, cells in out["dashboard"].items()))
     finally:
         if cluster is not None and cluster is not shared:
             out["stop"] = tfmw_stop(cluster)
