@@ -1,4 +1,5 @@
-"""One write at a time, off the training thread: the automatic checkpoints' files.
+"""One write at a time, off the training thread: the automatic checkpoints and the
+end-of-fit snapshots (checkpointing.py, fit_state.py).
 
 The training thread hands a write over and goes on training. The next hand-over and the
 end of the cell wait for it first, and raise what it raised: a write that failed is
