@@ -132,3 +132,14 @@ def test_a_negative_standby_is_refused_in_one_line_before_anything_starts(ip):
     assert "\n" not in str(error.value) and ip.user_ns["precious"] == 42
     with pytest.raises(BadArgument, match=r"standby=-1\. Expected a whole number of spare"):
         TFCluster.start(2, standby=-1)
+
+
+@pytest.mark.unit
+def test_standby_on_attach_is_refused_in_one_line_before_anything_is_attached(ip):
+    ip.user_ns["precious"] = 42
+    with pytest.raises(UsageError) as error:
+        ip.run_line_magic("tfdist", "attach --profile nowhere --standby 2")
+    message = str(error.value)
+    assert message.startswith("--standby keeps spare engines only") and "attach without it" \
+        in message, message
+    assert "\n" not in message and ip.user_ns["precious"] == 42

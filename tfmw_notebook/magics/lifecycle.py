@@ -36,6 +36,10 @@ class LifecycleCommands(CommandBase):
     def _attach(self, args) -> None:
         if args.url_file and (args.profile or args.cluster_id):
             raise UsageError("give either --url-file or --profile/--cluster-id, not both")
+        if args.standby:
+            raise UsageError("--standby keeps spare engines only for the workers `%tfdist "
+                             "start` launches on this machine, not for an attached cluster: "
+                             "attach without it (its restarts start cold engines)")
         if args.workers is not None and floor_problem(args.min_workers, args.workers):
             raise UsageError(floor_problem(args.min_workers, args.workers))
         old = self.session.cluster

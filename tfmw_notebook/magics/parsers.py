@@ -191,6 +191,8 @@ def _add_attach_command(commands) -> None:
                         metavar="HOST=ADDR,...", help="the address each host's workers advertise")
     attach.add_argument("-n", "--workers", type=count, default=None, metavar="N",
                         help="wait for N engines (default: use those registered)")
+    attach.add_argument("--standby", type=non_negative, default=0, metavar="K",
+                        help="refused: spares are kept for the engines `start` launches")
     _add_worker_options(attach)
 
 
