@@ -61,8 +61,8 @@ def parse_args(argv=None):
                         help="also: floor fit with TF's default thread pools vs "
                              "intra = inter = cores // workers")
     parser.add_argument("--checkpoints-in-place", action="store_true",
-                        help="also: the default cell with checkpoints saved on the training "
-                             "thread, as before they were written in the background")
+                        help="also: the default cell saved as before snapshots (every worker "
+                             "writing a checkpoint on its training thread)")
     parser.add_argument("--trivial", type=int, default=None,
                         help="trivial cells per round (default 50, 10 with --quick)")
     parser.add_argument("--report", metavar="PATH", default=None,

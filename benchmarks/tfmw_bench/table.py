@@ -154,7 +154,7 @@ def _dashboard(s: dict) -> list[str]:
             goal_text(s, "default_cell")),
         row(COMPARE, "notebook-side CPU in the cell s", cell(s.get("dashboard_off_kernel_cpu")),
             cell(s.get("default_kernel_cpu")), "", ""),
-    ] + ([row(COMPARE, "  saved in place (as before)", cell(s["dashboard_off_cell"]),
+    ] + ([row(COMPARE, "  every worker writing (before)", cell(s["dashboard_off_cell"]),
               cell(s["in_place_cell"]), ratio_text(s["ratios"].get("in_place_cell")),
               _figure(s, "in_place_cell"))] if s.get("in_place_cell") else [])
 

@@ -155,12 +155,12 @@ def _median_of(results: list[dict]) -> dict:
 
 # The training cell three ways: "off" plain (no dashboard, no checkpoints), "on" with the
 # dashboard, "default" as the magic runs it when told nothing (dashboard + checkpoints);
-# with --checkpoints-in-place a fourth, "in_place": the default cell with every worker
-# saving on its training thread, as before checkpoints were written in the background.
+# with --checkpoints-in-place a fourth, "in_place": the default cell saved as before
+# snapshots, every worker writing (the others a throw-away copy) on its training thread.
 SIDES = ("off", "on", "default")
 IN_PLACE = "in_place"
-# Run on the workers before each cell: checkpoints written in place (weights_snapshot.take
-# returning None is the saver's path for a TensorFlow without the snapshot's parts).
+# Run on the workers before each cell: saved as before (weights_snapshot.take returning
+# None is the saver's path for a TensorFlow without the snapshot's parts).
 _IN_PLACE_SWITCH = """\
 from tfmw_notebook.worker import weights_snapshot as _snapshots
 _snapshots.__dict__.setdefault("_bench_take", _snapshots.take)

@@ -1,12 +1,11 @@
-"""One write at a time, off the training thread: the automatic checkpoints and the
-end-of-fit snapshots (checkpointing.py, fit_state.py).
+"""One write at a time, off the training thread: the end-of-fit snapshots (fit_state.py).
 
 The training thread hands a write over and goes on training. The next hand-over and the
 end of the cell wait for it first, and raise what it raised: a write that failed is
 reported on the training thread at the next save or at the cell's end. One write at a
 time keeps memory bounded (one snapshot of the weights in flight) and commits in order.
-A worker that dies while a write runs leaves that checkpoint uncommitted (its temporary
-directory), the earlier ones intact.
+A worker that dies while a write runs leaves that snapshot unwritten: its cell failed,
+and only cells that ended are replayed.
 """
 
 from __future__ import annotations

@@ -60,8 +60,8 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
               shared_directories.during_cell()):
             exec(compile(tree, filename, "exec"), namespace)
             value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
-            # The cell ends once its checkpoints are committed (a failed write fails it).
-            # A cell that raised reports its own error at once; its write goes on.
+            # The cell ends once its end-of-fit snapshots are written (a failed write
+            # fails it). A cell that raised reports its own error at once.
             background_writes.wait()
     finally:
         chief_writes.cleanup()   # the other workers' copies of what the cell saved
