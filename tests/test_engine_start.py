@@ -50,6 +50,9 @@ def test_engines_that_end_before_registering_fail_the_start_at_once(monkeypatch,
     monkeypatch.setattr(engines, "_ENGINE_COMMAND", [
         sys.executable, "-c", f"import time; time.sleep({after}); "
         "print('engine cannot start: no such thing'); raise SystemExit(3)"])
+    # Launched as the command itself, not as a fork server's stand-ins (whose processes
+    # end as their engines end: test_engine_forks.py).
+    monkeypatch.setattr(engines, "_fork_server", lambda *args: None)
 
     async def start_in_a_running_loop():
         EngineGroup.start(2, timeout=90, environment={"TFMW_TEST": "1"})

@@ -35,14 +35,26 @@ def write_notebook(root, name, cells):
 
 
 def workers_running(server):
-    """Engine processes below the server (through its kernel): %tfdist start launches
-    `tfmw_notebook.worker.engine_main`; an `ipyparallel.engine` nanny, where there is
-    one, runs the same command as its engine's child, and is left out."""
-    engines = [p for p in server.descendants()
-               if any(name in " ".join(_cmdline(p))
+    """Engine processes below the server (through its kernel): %tfdist start forks them
+    from its fork server (`tfmw_notebook.worker.engine_forkserver`), or launches
+    `tfmw_notebook.worker.engine_main` where it cannot; an `ipyparallel.engine` nanny,
+    where there is one, runs the same command as its engine's child, and is left out."""
+    below = server.descendants()
+    servers = {p.pid for p in below
+               if "tfmw_notebook.worker.engine_forkserver" in " ".join(_cmdline(p))}
+    engines = [p for p in below
+               if _ppid(p) in servers
+               or any(name in " ".join(_cmdline(p))
                       for name in ("ipyparallel.engine", "tfmw_notebook.worker.engine_main"))]
     pids = {p.pid for p in engines}
-    return [p for p in engines if p.ppid() not in pids]
+    return [p for p in engines if _ppid(p) not in pids]
+
+
+def _ppid(process) -> int | None:
+    try:
+        return process.ppid()
+    except psutil.Error:
+        return None
 
 
 def seconds_until_gone(pids, since: float, limit: float) -> float:

@@ -265,7 +265,7 @@ class CellWatch:
         worker = self.workers[rank]
         if not is_this_host(worker.host):
             return "died"
-        code = exit_code(self.group.cluster, worker.pid)
+        code = exit_code(self.group.cluster, worker.launched_as or worker.pid)
         killed = code is None or code == -signal.SIGKILL
         return death_cause.death_words(code, self._oom.kill_of(worker.pid) if killed else None)
 

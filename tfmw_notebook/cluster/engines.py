@@ -22,8 +22,10 @@ from IPython.core.profiledir import ProfileDir, ProfileDirError
 from IPython.paths import get_ipython_dir
 
 from ..errors import ClusterSetupError
+from ..protocol.engine_standin import SOCKET_VARIABLE
 from ..protocol.orphan_guard import launched_by_this_process
 from ..protocol.tempdirs import remove_worker_tempdir
+from .fork_server import STANDIN_COMMAND, ForkServer
 from .launched_engines import ended_engines
 from .limits import POLL_SECONDS
 from .private_network import PrivateNetwork
@@ -94,6 +96,7 @@ class EngineGroup:
         self.url_file: str | None = None  # the connection file we attached by, if any
         self.network: PrivateNetwork | None = None  # our engines' private network, if any
         self.standby: WarmStandby | None = None  # spares for warm restarts (standby.py)
+        self.forks: ForkServer | None = None  # where our engines are forked from, if any
 
     # -- start / attach -------------------------------------------------------
 
@@ -118,6 +121,8 @@ class EngineGroup:
         cluster = ipp.Cluster(n=n, delay=0, log_level=logging.ERROR,
                               controller_args=controller_args,
                               send_engines_connection_env=False, **kwargs)
+        forks = _fork_server(cluster, network, engine_kwargs) if environment is not None \
+            else None
         try:
             # Engines first: their interpreter and TensorFlow start while the
             # controller comes up, instead of after it.
@@ -127,16 +132,17 @@ class EngineGroup:
             client = cluster.connect_client_sync()
         except KeyboardInterrupt:
             _quietly(cluster.stop_cluster_sync)
-            _close(network)
+            _close(network, forks)
             raise
         except Exception as exc:
             _quietly(cluster.stop_cluster_sync)
-            _close(network)
+            _close(network, forks)
             raise ClusterSetupError(f"could not start ipyparallel engines: {exc}") from exc
         group = cls(client, cluster, owned=True)
         group._engine_kwargs = engine_kwargs
         group._engine_argv = engine_argv
         group.network = network
+        group.forks = forks
         group.standby = WarmStandby(standby, cluster, engine_kwargs) if standby else None
         try:
             group.ids = group._wait_for_new_engines(n, time.monotonic() + timeout,
@@ -218,22 +224,16 @@ class EngineGroup:
                     raise ClusterSetupError(
                         f"{len(ended)} of {n} engines ended before they registered; the last "
                         f"line of one's log: {next(iter(ended.values()))!r} (the engines' "
-                        f"logs are in {self._log_dir()})")
+                        f"logs are in {_log_dir(self)})")
             if time.monotonic() > deadline:
                 raise ClusterSetupError(
                     f"only {len(fresh)} of {n} engines registered in time; "
-                    f"raise `timeout=`, or check the engines' logs in {self._log_dir()}")
+                    f"raise `timeout=`, or check the engines' logs in {_log_dir(self)}")
             time.sleep(POLL_SECONDS)
 
     def _engine_uuid(self, engine_id: int) -> str | None:
         """The hub's name for the engine registered under `engine_id` now, if any."""
         return getattr(self.client, "_engines", {}).get(engine_id)
-
-    def _log_dir(self) -> str:
-        profile_dir = getattr(self.cluster, "profile_dir", None)
-        if profile_dir:
-            return os.path.join(profile_dir, "log")
-        return f"the log directory of ipyparallel profile {self.client.profile or 'default'!r}"
 
     # -- kill / restart / stop --------------------------------------------------
 
@@ -294,6 +294,7 @@ class EngineGroup:
                 self.network.reopen()   # its keeper was killed: a new private network
                 self._engine_kwargs["engine_cmd"] = (self.network.command_prefix()
                                                      + self._engine_argv)
+            _renew_forks(self, reopen)
             needed, coming = n, 0
             if spares is not None:
                 self.ids = spares.take(n, self.registered(), self._taken())
@@ -327,9 +328,32 @@ class EngineGroup:
         if self.owned and self.cluster is not None:
             _quietly(self.cluster.stop_cluster_sync)
             _quietly(lambda: _close_client(self.client))
-        _close(self.network)
-        self.network = None
+        _close(self.network, self.forks)
+        self.network, self.forks = None, None
         self.ids = []
+
+
+def _log_dir(group: EngineGroup) -> str:
+    profile_dir = getattr(group.cluster, "profile_dir", None)
+    if profile_dir:
+        return os.path.join(profile_dir, "log")
+    return f"the log directory of ipyparallel profile {group.client.profile or 'default'!r}"
+
+
+def _renew_forks(group: EngineGroup, reopened: bool) -> None:
+    """A fork server for the engines `group` is about to start: a new one where the old
+    one ended, is in a network gone, or has an environment the engines no longer get (the
+    old engines are gone by now)."""
+    old = group.forks
+    environment = group._engine_kwargs.get("environment", {})
+    if old is None or (old.is_running() and not reopened
+                       and {**old.environment, **old.engine_environment()} == environment):
+        return
+    old.close()
+    group.forks = None
+    environment.pop(SOCKET_VARIABLE, None)
+    assert group.cluster is not None
+    group.forks = _fork_server(group.cluster, group.network, group._engine_kwargs)
 
 
 def _kill(client: ipp.Client, pids: dict[int, tuple[str, int]]) -> None:
@@ -465,6 +489,22 @@ def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork
     return controller_args, engine_argv, engine_kwargs
 
 
+def _fork_server(cluster: ipp.Cluster, network: PrivateNetwork | None,
+                 engine_kwargs: dict) -> ForkServer | None:
+    """Start the fork server our engines come from, and have them launched as its
+    stand-ins (`engine_kwargs` changed in place); None where it cannot start."""
+    prefix = network.command_prefix() if network is not None else []
+    log_dir = os.path.join(cluster.profile_dir, "log")
+    os.makedirs(log_dir, exist_ok=True)
+    forks = ForkServer.start(engine_kwargs["environment"], prefix,
+                             os.path.join(log_dir, f"tfmw-forks-{cluster.cluster_id}.log"))
+    if forks is not None:
+        engine_kwargs["environment"] = {**engine_kwargs["environment"],
+                                        **forks.engine_environment()}
+        engine_kwargs["engine_cmd"] = prefix + STANDIN_COMMAND
+    return forks
+
+
 def _placed(cluster: ipp.Cluster, place: dict[str, int] | None) -> dict:
     """The launcher's keyword for where its engines go: the SSH launcher's `engines`."""
     by_host = "ssh" in _launcher_name(cluster).lower()
@@ -494,7 +534,9 @@ def _close_client(client: ipp.Client) -> None:
     client.close(linger=0)
 
 
-def _close(network: PrivateNetwork | None) -> None:
+def _close(network: PrivateNetwork | None, forks: ForkServer | None = None) -> None:
+    if forks is not None:
+        _quietly(forks.close)
     if network is not None:
         _quietly(network.close)
 

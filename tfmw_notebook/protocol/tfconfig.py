@@ -29,6 +29,9 @@ class EngineReport:
     # host's, or those its own CUDA_VISIBLE_DEVICES names (devices.py splits them).
     gpus: tuple[tuple[str, str], ...] = ()
     devices: str | None = None   # its CUDA_VISIBLE_DEVICES once it is a worker
+    # The pid its launcher knows, where that is not `pid`: the stand-in of an engine
+    # forked by the fork server (protocol/engine_standin.py), which ends as it ends.
+    launched_as: int | None = None
 
     @property
     def endpoint(self) -> str:

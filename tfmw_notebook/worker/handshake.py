@@ -10,6 +10,7 @@ import os
 import socket
 import sys
 
+from ..protocol.engine_standin import STANDIN_VARIABLE
 from . import gpus
 
 
@@ -130,6 +131,8 @@ def describe_engine(controller_host: str, interface: str | None = None,
         "address": address,
         "port": free_port(address),
         "pid": os.getpid(),
+        # The process its launcher started, when that is another (a fork server's stand-in).
+        "launched_as": int(os.environ.get(STANDIN_VARIABLE) or 0) or None,
         "worker_of": worker_of,
         "batch_job": batch_job(),
         "gpus": found,
