@@ -121,3 +121,18 @@ def test_a_standin_the_server_refuses_starts_its_engine_itself(cluster, monkeypa
         assert "tfmw_notebook.worker.engine_main" in cmdline(worker.pid)
     cluster.run("import os\nflag = os.environ['TF_ENABLE_ONEDNN_OPTS']")
     assert cluster.pull(["flag"], rank=1) == {"flag": "0"}
+
+
+@pytest.mark.timeout(300)
+def test_the_fork_server_can_be_turned_off(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TFMW_NO_FORK_SERVER", "1")
+    cluster = TFCluster.start(2, timeout=120)
+    try:
+        assert cluster._group.forks is None
+        for worker in cluster.workers:
+            assert worker.launched_as is None
+            assert "tfmw_notebook.worker.engine_main" in cmdline(worker.pid)
+        cluster.run("x = 1")
+    finally:
+        cluster.stop()

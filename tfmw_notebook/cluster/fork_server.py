@@ -24,6 +24,9 @@ _log = logging.getLogger("tfmw_notebook")
 # imports nothing of this package (nor sees its directory's modules on the path).
 STANDIN_COMMAND = [sys.executable, "-I", engine_standin.__file__]
 _SERVER_MODULE = "tfmw_notebook.worker.engine_forkserver"
+# Set to 1 in the notebook's environment: every engine imports TensorFlow itself, as before
+# the fork server (for a library that misbehaves in a forked process).
+OFF_VARIABLE = "TFMW_NO_FORK_SERVER"
 _BACKLOG = 256   # stand-ins queue here while the server imports TensorFlow
 _STOP_SECONDS = 2.0
 
@@ -44,7 +47,9 @@ class ForkServer:
     def start(cls, environment: dict[str, str], prefix: list[str],
               log_file: str) -> ForkServer | None:
         """A fork server with `environment` (added to ours), run after `prefix`; None if it
-        cannot be started (the engines then start themselves, as before)."""
+        cannot be started or is turned off (the engines then start themselves, as before)."""
+        if os.environ.get(OFF_VARIABLE) == "1":
+            return None
         socket_dir = tempfile.mkdtemp(prefix="tfmw-forks-")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
