@@ -39,6 +39,7 @@ IMPORT_TIME_PREFIXES = ("TF_", "TENSORFLOW", "KERAS", "CUDA", "XLA_", "PYTHON", 
                         "OMP_", "MKL", "OPENBLAS", "GRPC_", "NVIDIA_")
 _REQUEST_SECONDS = 5.0   # a stand-in sends its request at once; a silent one is dropped
 _REQUEST_LIMIT = 1 << 22
+_SERVER_CWD = os.getcwd()   # what `python -m` put first on sys.path here
 
 
 def import_time_difference(ours: dict[str, str], theirs: dict[str, str]) -> list[str]:
@@ -230,8 +231,6 @@ def _import_engine_code() -> None:
     import ipyparallel.engine.app  # noqa: F401
     importer.join()
 
-
-_SERVER_CWD = os.getcwd()
 
 
 def main(argv: list[str]) -> None:
