@@ -1,6 +1,6 @@
 """What gave the workers their state, in order: the record a restore replays.
 
-Each successful %%tfdist cell and each --push since the workers last
+Each successful %%tfdist cell, each --push and each --shard since the workers last
 started is logged; a cell carries what each of its fit() calls ended with
 (History, and where that state can be read: see worker/fit_state.py), merged
 over the ranks: the chief's History, every rank's own path. Pure, but for
@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
+
+from .data.shard_sets import ShardSets
 
 
 @dataclass(frozen=True)
@@ -32,8 +34,8 @@ class FitRecord:
 
 @dataclass(frozen=True)
 class LoggedStep:
-    kind: str                    # "push" or "cell"
-    payload: Any                 # the pushed {name: value}, or the cell's source
+    kind: str                    # "push", "shard" or "cell"
+    payload: Any                 # the pushed {name: value}, a ShardSet, or the cell's source
     fits: tuple[FitRecord, ...] = ()
 
     def without_kept_state(self) -> LoggedStep:
@@ -71,6 +73,10 @@ class StateLog:
     def add_push(self, values: dict[str, Any]) -> None:
         self.steps.append(LoggedStep("push", dict(values)))
 
+    def add_shard(self, shard_set: Any) -> None:
+        """A shard set the workers took their rows of (cluster/data/shard_sets.py)."""
+        self.steps.append(LoggedStep("shard", shard_set))
+
     def add_cell(self, source: str, fits: tuple[FitRecord, ...] = ()) -> None:
         self.steps.append(LoggedStep("cell", source, tuple(fits)))
 
@@ -98,6 +104,9 @@ class KeptState:
 
     def __init__(self) -> None:
         self.log = StateLog()
+        # The sets of shared rows the workers hold: kept past `forget` (a restart's replay
+        # delivers them again), freed when sharded anew or when the cluster stops.
+        self.shards = ShardSets()
         self.enabled = True
         self._directory: str | None = None
         self._cells = 0

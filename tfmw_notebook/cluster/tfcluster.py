@@ -291,6 +291,7 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
         """End every engine process we started (attached clusters keep theirs)."""
         workers, self.workers = self.workers, []
         self.forget_state()
+        self.kept.shards.close()
         self._group.stop()
         if self._group.owned:
             # A worker stuck in C++ ignores the launcher's polite signals.

@@ -13,7 +13,8 @@ from ..errors import NoClusterError
 from ..protocol.devices import describe_devices
 from ..protocol.tfconfig import EngineReport, local_ranks
 from .cell_watch import dead_ranks
-from .engines import EngineGroup
+from .data.shard_sets import ShardSet, deliver
+from .engines import EngineGroup, is_this_host
 from .state_log import KeptState
 from .worker_calls import WorkerCalls
 
@@ -46,6 +47,29 @@ class WorkerAccess:
         view = self._group.client[[w.engine_id for w in self.workers]]
         view.push(namespace, block=False).get(timeout=self.timeout)
         self.state_log.add_push(namespace)
+
+    def shard(self, values: dict[str, Any]) -> list[dict]:
+        """Split notebook values by rows over the workers: worker r gets the r-th of N
+        contiguous, near-equal chunks of every value (NumPy arrays, pandas DataFrames and
+        Series, tuples, lists or dicts of them; all of one length). Workers on this host
+        map their rows from one shared copy; others read theirs from this notebook.
+        Returns each worker's {"rows", "bytes"}; BadArgument (nothing sent) for values
+        that cannot be sharded."""
+        self._require_workers()
+        shard_set = self.kept.shards.make(values)
+        try:
+            return self.deliver_shards(shard_set)
+        finally:
+            self.kept.shards.drop_unheld(shard_set)
+
+    def deliver_shards(self, shard_set: ShardSet) -> list[dict]:
+        """Every worker takes its rows of `shard_set` (again, after a restart or a resize)."""
+        local = [is_this_host(w.host) for w in self.workers]
+        host, _ = self._group.controller_address_for_engines()
+        got = deliver(shard_set, self.workers, local, self.calls, host, self.timeout)
+        self.kept.shards.hold(shard_set)
+        self.state_log.add_shard(shard_set)
+        return got
 
     def pull(self, names: list[str], rank: int = 0) -> dict[str, Any]:
         """Copy variables from one worker (the chief by default)."""

@@ -74,6 +74,11 @@ class WorkerCalls:
         return self.group.client[engine_id].apply_async(
             call, "run_cell", source, filename, want_display, options, state, scope)
 
+    def receive_shards(self, ids: list[int], tickets: list, timeout: float) -> list[dict]:
+        """Each worker builds its rows of a shard set (worker/shards.py)."""
+        return self.each("receive_shards", ids, [(ticket,) for ticket in tickets],
+                         what="shard delivery", timeout=timeout)
+
     def missing_names(self, engine_id: int, names: list[str]) -> list[str]:
         return self._one("missing_names", engine_id, list(names))
 

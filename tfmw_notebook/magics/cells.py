@@ -47,8 +47,11 @@ class CellCommand(CommandBase):
         self._check_magics(cluster, source.python)
         name = self._run_name(args, run_name)
         pushed = self._collect_push(args.push)
+        sharded = self._collect_shard(args.shard, args.push)
         if pushed:
             self._guarded(lambda: cluster.push(pushed))
+        if sharded:
+            self._guarded(lambda: cluster.shard(sharded))
         options, run_dir = self._cell_options(args, name)
         live = None
         if options.report:
@@ -181,6 +184,17 @@ class CellCommand(CommandBase):
                 ) from None
             values[name] = namespace[name]
         return values
+
+    def _collect_shard(self, names: list[str], pushed: list[str]) -> dict:
+        namespace = self.shell.user_ns
+        for name in names:
+            if name not in namespace:
+                raise UsageError(f"--shard {name}: the notebook has no variable named "
+                                 f"{name!r}; define it first or check the spelling")
+            if name in pushed:
+                raise UsageError(f"--shard {name} and --push {name}: a variable is either "
+                                 "split over the workers or sent whole to each; choose one")
+        return {name: namespace[name] for name in dict.fromkeys(names)}
 
     def _copy_out(self, cluster: TFCluster, names: list[str]) -> None:
         missing = self._guarded(lambda: cluster.missing_on_chief(names))

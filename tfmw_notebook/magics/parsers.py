@@ -240,6 +240,9 @@ def _cell_parser() -> Parser:
                         help="copy NAME from the chief into the notebook afterwards")
     parser.add_argument("--push", nargs="+", action="extend", default=[], metavar="NAME",
                         help="send notebook variable NAME to every worker first")
+    parser.add_argument("--shard", nargs="+", action="extend", default=[], metavar="NAME",
+                        help="split notebook array, DataFrame or Series NAME by rows: worker "
+                             "r gets the r-th of N contiguous chunks (all NAMEs aligned)")
     parser.add_argument("--stall-warning", type=seconds, default=60.0, metavar="S",
                         help="name a worker stuck in its own code for S s while the others "
                              "wait (default 60)")

@@ -29,6 +29,7 @@ ENTRIES: dict[str, tuple[str, str]] = {
     "diagnose_measure": ("diagnose", "measure"),
     "diagnose_result": ("diagnose", "last_result"),
     "trial_report": ("trial_report", "report"),
+    "receive_shards": ("shards", "receive"),
 }
 
 

@@ -31,6 +31,7 @@ from . import (
     keras_flavour,
     other_strategy_scope,
     run_facts,
+    sharded_fit,
     tensorboard_logs,
     trial_report,
 )
@@ -149,6 +150,9 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
             extra = _extra_callbacks(self, kwargs, args, positions, training)
             if extra:
                 kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
+        if outermost and sharded_fit.applies(_argument("x", args, kwargs, positions)):
+            args, kwargs = (), _keywords(args, kwargs, positions)
+            sharded_fit.rewrite(kwargs, training=training)
         _worker.depth += 1
         try:
             if outermost:
@@ -210,6 +214,12 @@ def _argument(name: str, args: tuple, kwargs: dict, positions: dict, default=Non
         return kwargs[name]
     index = positions.get(name)
     return args[index] if index is not None and index < len(args) else default
+
+
+def _keywords(args: tuple, kwargs: dict, positions: dict) -> dict:
+    """The call's arguments, every one by name."""
+    names = sorted(positions, key=positions.__getitem__)
+    return {**dict(zip(names, args)), **kwargs}
 
 
 def _callbacks(args: tuple, kwargs: dict, positions: dict) -> list:

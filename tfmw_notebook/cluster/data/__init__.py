@@ -1,0 +1,1 @@
+"""Notebook data to the workers: `%%tfdist --shard` (each worker its own rows)."""

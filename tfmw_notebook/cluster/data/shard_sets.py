@@ -1,0 +1,133 @@
+"""The shard sets a cluster's workers hold, and their delivery (`%%tfdist --shard`).
+
+A set is made once from the notebook's values (its arrays copied once into a shared
+file) and delivered to the workers as they are now: again after a restart, with new row
+ranges after a resize. Its file is removed when every name it holds was sharded anew,
+or when the cluster stops.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ...protocol.shard_layout import ShardTicket, StreamSource, chunk_bounds
+from ...protocol.tfconfig import EngineReport
+from . import shared_file
+from .sender import Sender, local_addresses
+from .split import Parts, take_apart
+
+_PROGRESS_AFTER = 1.0   # seconds: a longer stream to other hosts shows its progress
+
+
+@dataclass
+class ShardSet:
+    names: tuple[str, ...]
+    parts: Parts
+    path: str
+    blocks: tuple
+
+    @property
+    def rows(self) -> int:
+        return next(iter(self.parts.rows.values()))
+
+    def tickets(self, workers: list[EngineReport], local: list[bool],
+                stream: StreamSource | None) -> list[ShardTicket]:
+        """Each worker's ticket, in rank order: its rows of every value."""
+        bounds = chunk_bounds(self.rows, len(workers))
+        return [ShardTicket(recipes=self.parts.recipes, blocks=self.blocks, start=start,
+                            stop=stop, rows=self.rows,
+                            path=self.path if here else None,
+                            stream=None if here else stream,
+                            parts={i: other[start:stop]
+                                   for i, other in enumerate(self.parts.others)})
+                for (start, stop), here in zip(bounds, local)]
+
+
+class ShardSets:
+    """The sets the workers hold now, by name."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, ShardSet] = {}
+
+    def make(self, values: dict[str, Any]) -> ShardSet:
+        """A new set from the notebook's values; nothing is kept if they cannot be sharded."""
+        parts = take_apart(values)
+        what = "--shard " + " ".join(values)
+        path, blocks = shared_file.create(parts, what)
+        return ShardSet(tuple(values), parts, path, blocks)
+
+    def hold(self, shard_set: ShardSet) -> None:
+        """The workers now hold `shard_set`: sets it replaced entirely are freed."""
+        replaced = {id(s): s for name in shard_set.names
+                    if (s := self._by_name.get(name)) is not None}
+        for name in shard_set.names:
+            self._by_name[name] = shard_set
+        held = {id(s) for s in self._by_name.values()}
+        for key, old in replaced.items():
+            if key not in held:
+                shared_file.remove(old.path)
+
+    def drop_unheld(self, shard_set: ShardSet) -> None:
+        """Free a set whose delivery failed (the workers hold none of it)."""
+        if all(self._by_name.get(name) is not shard_set for name in shard_set.names):
+            shared_file.remove(shard_set.path)
+
+    def current(self) -> list[ShardSet]:
+        unique: dict[int, ShardSet] = {}
+        for shard_set in self._by_name.values():
+            unique.setdefault(id(shard_set), shard_set)
+        return list(unique.values())
+
+    def rows_held(self) -> dict[str, int]:
+        return {name: shard_set.rows for name, shard_set in self._by_name.items()}
+
+    def close(self) -> None:
+        for shard_set in self.current():
+            shared_file.remove(shard_set.path)
+        self._by_name.clear()
+
+
+def deliver(shard_set: ShardSet, workers: list[EngineReport], local: list[bool],
+            calls, controller_host: str | None, timeout: float) -> list[dict]:
+    """Every worker builds its rows; those on other hosts read them from a sender."""
+    sender = None
+    if not all(local):
+        bounds = chunk_bounds(shard_set.rows, len(workers))
+        progress = _Progress(sum(b.row_bytes for b in shard_set.blocks)
+                             * sum(stop - start for (start, stop), here in zip(bounds, local)
+                                   if not here))
+        sender = Sender(shard_set.path, shard_set.blocks, progress.add)
+    try:
+        addresses = _addresses(controller_host)
+        tickets = shard_set.tickets(workers, local, sender.source(addresses)
+                                    if sender is not None else None)
+        return calls.receive_shards([w.engine_id for w in workers], tickets, timeout)
+    finally:
+        if sender is not None:
+            sender.close()
+
+
+def _addresses(controller_host: str | None) -> tuple[str, ...]:
+    """Where workers on other hosts try to reach the sender: the address they reach the
+    controller at first (the notebook is usually on its host), then this host's."""
+    found = [controller_host] if controller_host and "/" not in controller_host else []
+    return tuple(dict.fromkeys([*found, *local_addresses()]))
+
+
+class _Progress:
+    """A line that says how far a long stream has come (after a second, every second)."""
+
+    def __init__(self, total: int):
+        self._total, self._sent = max(1, total), 0
+        self._began = self._last = time.monotonic()
+
+    def add(self, nbytes: int) -> None:
+        self._sent += nbytes
+        now = time.monotonic()
+        if now - self._began >= _PROGRESS_AFTER and now - self._last >= 1.0:
+            self._last = now
+            done = min(100, 100 * self._sent // self._total)
+            print(f"\rtfdist: sending shards to other hosts: {done}% "
+                  f"({self._sent / 2**20:.0f} MiB)", end="", flush=True)
