@@ -170,6 +170,23 @@ def test_engines_started_by_hand_train_across_two_hosts(sim, manual, kernel):
     print(f"attach across 2 hosts x 2 engines: {attach_seconds:.1f} s")
 
 
+def test_shards_reach_workers_on_other_hosts_straight_from_the_notebook(sim, manual, kernel):
+    """`--shard` to engines on other hosts: each reads its rows from the notebook's sender
+    (not through the controller), and a fit on them runs in step."""
+    out = kernel.ok("import numpy as np\nfrom tfmw_notebook import active_cluster\n"
+                    "wide = np.arange(1001 * 8, dtype=np.float32).reshape(1001, 8)\n"
+                    "print([r['via'] for r in active_cluster().shard({'wide': wide})])")
+    assert out.stdout.strip().splitlines()[-1] == str(["stream"] * 4)
+    kernel.ok("%%tfdist --no-checkpoint\nfirst, count = float(wide[0, 0]), len(wide)\n"
+              "before = int(model.optimizer.iterations.numpy())\n"
+              "model.fit(wide, wide[:, :1], batch_size=64, epochs=1, verbose=0)\n"
+              "steps = int(model.optimizer.iterations.numpy()) - before", timeout=120)
+    assert per_worker(kernel, "count") == [251, 250, 250, 250]
+    assert per_worker(kernel, "first") == [0.0, 251 * 8.0, 501 * 8.0, 751 * 8.0]
+    assert per_worker(kernel, "steps") == [16] * 4   # ceil(1001 / 64), in step
+    kernel.ok("%%tfdist --no-checkpoint\ndel wide")
+
+
 def test_a_remote_worker_holding_the_gil_is_busy_not_lost(sim, manual, kernel):
     """Its heartbeat cannot beat for 12 s; its TensorFlow server (gRPC's threads, no GIL)
     answers the probe: the cell ends on the same processes, its names kept."""

@@ -63,12 +63,15 @@ class WorkerAccess:
             self.kept.shards.drop_unheld(shard_set)
 
     def deliver_shards(self, shard_set: ShardSet) -> list[dict]:
-        """Every worker takes its rows of `shard_set` (again, after a restart or a resize)."""
+        """Every worker takes its rows of `shard_set`: again after a restart or a resize,
+        where a set sharded anew since is replaced by what its names hold now."""
         local = [is_this_host(w.host) for w in self.workers]
         host, _ = self._group.controller_address_for_engines()
-        got = deliver(shard_set, self.workers, local, self.calls, host, self.timeout)
-        self.kept.shards.hold(shard_set)
-        self.state_log.add_shard(shard_set)
+        got: list[dict] = []
+        for current in self.kept.shards.in_place_of(shard_set):
+            got = deliver(current, self.workers, local, self.calls, host, self.timeout)
+            self.kept.shards.hold(current)
+            self.state_log.add_shard(current)
         return got
 
     def pull(self, names: list[str], rank: int = 0) -> dict[str, Any]:

@@ -23,7 +23,8 @@ _held: dict[str, tuple[int, int]] = {}
 
 def receive(ticket: ShardTicket) -> dict[str, Any]:
     """Build this worker's rows of every value of `ticket` into the user's namespace;
-    returns {"rows": its rows, "bytes": bytes of shared blocks it holds}."""
+    returns {"rows": its rows, "bytes": bytes of its rows of the shared blocks, "via":
+    "shared file" or "stream"}."""
     from IPython import get_ipython
 
     arrays = _mapped(ticket) if ticket.path else _streamed(ticket)
@@ -32,7 +33,8 @@ def receive(ticket: ShardTicket) -> dict[str, Any]:
         namespace[name] = build(recipe, arrays, ticket)
         _held[name] = (id(namespace[name]), ticket.stop - ticket.start)
     return {"rows": ticket.stop - ticket.start,
-            "bytes": sum(int(array.nbytes) for array in arrays)}
+            "bytes": sum(int(array.nbytes) for array in arrays),
+            "via": "shared file" if ticket.path else "stream"}
 
 
 def live_rows() -> dict[str, int]:

@@ -27,6 +27,7 @@ class ShardSet:
     parts: Parts
     path: str
     blocks: tuple
+    freed: bool = False   # its file removed: every name it held was sharded anew
 
     @property
     def rows(self) -> int:
@@ -67,12 +68,23 @@ class ShardSets:
         held = {id(s) for s in self._by_name.values()}
         for key, old in replaced.items():
             if key not in held:
-                shared_file.remove(old.path)
+                _free(old)
+
+    def in_place_of(self, shard_set: ShardSet) -> list[ShardSet]:
+        """What a replay delivers for `shard_set`: itself, or once it was freed, the sets
+        its names hold now (a restart gives the workers what the names hold now)."""
+        if not shard_set.freed:
+            return [shard_set]
+        unique: dict[int, ShardSet] = {}
+        for name in shard_set.names:
+            if (current := self._by_name.get(name)) is not None:
+                unique.setdefault(id(current), current)
+        return list(unique.values())
 
     def drop_unheld(self, shard_set: ShardSet) -> None:
         """Free a set whose delivery failed (the workers hold none of it)."""
         if all(self._by_name.get(name) is not shard_set for name in shard_set.names):
-            shared_file.remove(shard_set.path)
+            _free(shard_set)
 
     def current(self) -> list[ShardSet]:
         unique: dict[int, ShardSet] = {}
@@ -85,8 +97,13 @@ class ShardSets:
 
     def close(self) -> None:
         for shard_set in self.current():
-            shared_file.remove(shard_set.path)
+            _free(shard_set)
         self._by_name.clear()
+
+
+def _free(shard_set: ShardSet) -> None:
+    shared_file.remove(shard_set.path)
+    shard_set.freed = True
 
 
 def deliver(shard_set: ShardSet, workers: list[EngineReport], local: list[bool],

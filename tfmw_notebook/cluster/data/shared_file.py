@@ -15,18 +15,20 @@ import os
 import uuid
 
 from ...errors import BadArgument
-from ...protocol.shard_layout import FILE_PREFIX, SHARED_DIRECTORY, SharedBlock
+from ...protocol import shard_layout
+from ...protocol.shard_layout import FILE_PREFIX, SharedBlock
 from .split import Parts
 
 _ALIGN = 64   # each block starts on a cache line (and any dtype's alignment)
 
 
-def create(parts: Parts, what: str, directory: str = SHARED_DIRECTORY
+def create(parts: Parts, what: str, directory: str | None = None
            ) -> tuple[str, tuple[SharedBlock, ...]]:
-    """A new shared file holding `parts.arrays`; BadArgument (nothing written) when they do
-    not fit in the memory the directory has left."""
+    """A new shared file holding `parts.arrays` (in `directory`, else the shared memory's);
+    BadArgument (nothing written) when they do not fit in the memory it has left."""
     import numpy as np
 
+    directory = directory or shard_layout.SHARED_DIRECTORY
     remove_orphans(directory)
     blocks, offset = [], 0
     for array in parts.arrays:
@@ -64,7 +66,7 @@ def remove(path: str | None) -> None:
             os.unlink(path)
 
 
-def remove_orphans(directory: str = SHARED_DIRECTORY) -> None:
+def remove_orphans(directory: str) -> None:
     """Remove shared files of kernels that are no longer running."""
     try:
         names = os.listdir(directory)
