@@ -136,11 +136,7 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
         outermost = _worker.depth == 0 and not other_strategy_scope.trains_apart(self)
         state_dir = _cell.state.state_dir if outermost and training else None
         if outermost and training:
-            x, y = _argument("x", args, kwargs, positions), _argument("y", args, kwargs,
-                                                                        positions)
-            _worker.last_fit = (self, x if y is None else (x, y),
-                                _argument("batch_size", args, kwargs, positions))
-            _no_default_shuffle_warning(x, args, kwargs, positions)
+            _note_fit(self, args, kwargs, positions)
         if outermost and training and _cell.state.replay is not None:
             record = _next_replay_record(_cell.state.replay)
             if record is not None:
@@ -151,7 +147,7 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
             if extra:
                 kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
         if outermost and sharded_fit.applies(_argument("x", args, kwargs, positions)):
-            args, kwargs = (), _keywords(args, kwargs, positions)
+            args, kwargs = (), _keywords(args, kwargs, positions)   # the workers' own rows?
             sharded_fit.rewrite(kwargs, training=training)
         _worker.depth += 1
         try:
@@ -179,6 +175,14 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
     # A function takes attributes; mypy's view of what functools.wraps returns does not.
     setattr(wrapper, _WRAPPED, True)
     return wrapper
+
+
+def _note_fit(model, args: tuple, kwargs: dict, positions: dict) -> None:
+    """Keep what diagnose.py reads of the last fit; quiet Keras' shuffle warning."""
+    x, y = _argument("x", args, kwargs, positions), _argument("y", args, kwargs, positions)
+    _worker.last_fit = (model, x if y is None else (x, y),
+                        _argument("batch_size", args, kwargs, positions))
+    _no_default_shuffle_warning(x, args, kwargs, positions)
 
 
 def _no_default_shuffle_warning(x, args: tuple, kwargs: dict, positions: dict) -> None:
