@@ -4,10 +4,12 @@ installed (`pip install -e ".[bench]"`), side by side in one run.
     python benchmarks/data.py [--gib 1.0] [--workers 2,4] [--rounds 3] [--no-ray]
 
 For each worker count one cluster is started. Each round sends one float32 array of
---gib GiB both ways, the order alternating: `cluster.shard({"data": array})` (each worker
-its rows, mapped from one shared file on this host) and `cluster.push({"data": array})`
-(the whole array to every worker, through the controller), each followed by a cell that
-sums every value on every worker, so both count until the rows are in each worker's
+--gib GiB three ways, the order reversed every other round: `cluster.shard({"data":
+array})` (each worker its rows, mapped from one shared file on this host),
+`cluster.push({"data": array})` (the whole array to every worker: a large array takes the
+same shared file) and "controller", the same push through ipyparallel's controller (as
+every push went before large arrays had a way of their own). Each is followed by a cell
+that sums every value on every worker, so all count until the rows are in each worker's
 memory. A worker's memory growth (RSS, from /proc) is set against a shard's bytes (1/N
 of the array): --shard's workers should hold their rows only, --push's hold all N shards.
 Ray: `ray.data.from_numpy(array)` and a TensorflowTrainer whose loop reads its shard
@@ -25,6 +27,9 @@ import time
 import numpy as np
 import psutil
 from tfmw_notebook import TFCluster
+from tfmw_notebook.cluster.data import shard_sets
+
+WAYS = ("shard", "push", "controller")
 
 READ_ALL = "total = float(data.sum())"
 FORGET = "import gc\ndata = None\ngc.collect()"
@@ -40,13 +45,19 @@ def one_way(cluster: TFCluster, way: str, array: np.ndarray) -> tuple[float, flo
     pids = [row["pid"] for row in cluster.status()]
     cluster.run(FORGET)
     before = rss(pids)
-    began = time.perf_counter()
-    if way == "shard":
-        cluster.shard({"data": array})
-    else:
-        cluster.push({"data": array})
-    cluster.run(READ_ALL)
-    seconds = time.perf_counter() - began
+    large = shard_sets.LARGE_PUSH_BYTES
+    if way == "controller":   # as --push sent every value before large ones had a way
+        shard_sets.LARGE_PUSH_BYTES = 1 << 62
+    try:
+        began = time.perf_counter()
+        if way == "shard":
+            cluster.shard({"data": array})
+        else:
+            cluster.push({"data": array})
+        cluster.run(READ_ALL)
+        seconds = time.perf_counter() - began
+    finally:
+        shard_sets.LARGE_PUSH_BYTES = large
     grown = [after - was for after, was in zip(rss(pids), before)]
     memory = max(grown) / (array.nbytes / cluster.size)
     cluster.run(FORGET)
@@ -114,7 +125,7 @@ def main() -> None:
         cluster = TFCluster.start(workers)
         try:
             for round_ in range(args.rounds):
-                for way in ("shard", "push") if round_ % 2 == 0 else ("push", "shard"):
+                for way in WAYS if round_ % 2 == 0 else WAYS[::-1]:
                     seconds, memory = one_way(cluster, way, array)
                     results.setdefault(f"{workers} {way} s", []).append(seconds)
                     results.setdefault(f"{workers} {way} memory", []).append(memory)
@@ -134,14 +145,16 @@ def report(results: dict[str, list[float]], args, nbytes: int, with_ray: bool) -
 
     print(f"{nbytes / (1 << 30):.2f} GiB float32, {args.rounds} rounds; medians "
           "(memory: the largest worker's RSS growth / a shard's bytes, 1/N of the array)")
-    header = f"{'workers':<8}{'shard s':>9}{'push s':>9}{'ratio':>8}{'shard mem':>11}" \
-             f"{'push mem':>10}"
+    header = (f"{'workers':<8}{'shard s':>9}{'push s':>9}{'ctrl s':>9}{'shard/ctrl':>11}"
+              f"{'shard mem':>11}{'push mem':>10}{'ctrl mem':>10}")
     print(header + (f"{'ray data s':>12}{'ray fit s':>11}" if with_ray else ""))
     for workers in (int(n) for n in args.workers.split(",")):
         shard, push = median(f"{workers} shard s"), median(f"{workers} push s")
-        line = (f"{workers:<8}{shard:>9.2f}{push:>9.2f}{shard / push:>7.2f}x"
-                f"{median(f'{workers} shard memory'):>10.2f}x"
-                f"{median(f'{workers} push memory'):>9.2f}x")
+        controller = median(f"{workers} controller s")
+        line = (f"{workers:<8}{shard:>9.2f}{push:>9.2f}{controller:>9.2f}"
+                f"{shard / controller:>10.2f}x"
+                + "".join(f"{median(f'{workers} {way} memory'):>{w}.2f}x"
+                          for way, w in zip(WAYS, (10, 9, 9))))
         if with_ray:
             ray_data, ray_fit = median(f"{workers} ray data s"), median(f"{workers} ray fit s")
             line += f"{ray_data:>12.2f}{ray_fit:>11.2f}"

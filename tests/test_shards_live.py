@@ -121,6 +121,31 @@ def test_fit_on_own_rows_takes_every_row_once_an_epoch(kernel, keras):
     assert sum(len(worker[0]) for worker in per_worker(kernel, "seen")) == 24
 
 
+def _kernel_files(kernel) -> dict[str, int]:
+    """This kernel's shared files and their sizes."""
+    prefix = f"tfmw-shard-{kernel.kernel_pid()}-"
+    return {name: os.path.getsize(os.path.join("/dev/shm", name))
+            for name in os.listdir("/dev/shm") if name.startswith(prefix)}
+
+
+def test_a_large_push_reaches_every_worker_whole_through_shared_memory(kernel):
+    before = _kernel_files(kernel)
+    kernel.ok("big = np.arange(17 << 20, dtype=np.float32)   # 68 MiB")
+    kernel.ok("%%tfdist --push big --no-checkpoint\nsize, last = len(big), float(big[-1])")
+    assert per_worker(kernel, "size") == [17 << 20] * 3
+    assert per_worker(kernel, "last") == [float(np.float32((17 << 20) - 1))] * 3
+    added = {name: size for name, size in _kernel_files(kernel).items() if name not in before}
+    assert list(added.values()) == [68 << 20]   # one copy for the three workers
+    # Pushed whole, it is no shard: a fit on it is split by Keras as before.
+    kernel.ok("%%tfdist --push big --no-checkpoint\n"
+              "from tfmw_notebook.worker import shards\nheld = 'big' in shards.live_rows()")
+    assert per_worker(kernel, "held") == [False] * 3
+    kernel.ok("big = np.zeros(3)")
+    kernel.ok("%%tfdist --push big --no-checkpoint\nsize = len(big)")
+    assert per_worker(kernel, "size") == [3] * 3
+    assert not set(_kernel_files(kernel)) - set(before)   # replaced: its file freed
+
+
 @pytest.fixture
 def small_shared_memory():
     if os.geteuid() != 0:
@@ -172,8 +197,7 @@ def test_a_resize_splits_the_rows_over_the_new_workers(kernel):
     kernel.ok("%%tfdist --no-checkpoint\nfirst = float(x[0, 0]); n_rows = len(x)")
     assert per_worker(kernel, "n_rows") == [6, 5]
     assert per_worker(kernel, "first") == [0.0, 12.0]
-    files = [name for name in os.listdir("/dev/shm") if name.startswith("tfmw-shard-")
-             and name.split("-")[2] == str(kernel.kernel_pid())]
+    files = _kernel_files(kernel)
     assert files, "the set stays while the workers hold it"
     kernel.ok("%tfdist stop")
-    assert not [name for name in os.listdir("/dev/shm") if name in files]
+    assert not _kernel_files(kernel)

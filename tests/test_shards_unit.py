@@ -190,3 +190,18 @@ def test_more_than_the_shared_memory_left_is_refused_before_copying(small_shared
     path, _ = shared_file.create(take_apart({"x": np.zeros(1000)}), "--shard x",
                                  small_shared_memory)
     assert os.path.dirname(path) == small_shared_memory
+
+
+def test_a_large_push_is_a_set_every_worker_takes_whole():
+    from tfmw_notebook.cluster.data.shard_sets import LARGE_PUSH_BYTES, large_values
+
+    big = np.zeros(LARGE_PUSH_BYTES // 8, np.float64)
+    values = {"big": big, "small": np.zeros(10), "objects": np.array([None] * 10),
+              "settings": {"lr": 0.1}, "scalar": np.zeros(())}
+    assert list(large_values(values)) == ["big"]
+    shard_set = ShardSets().make({"x": np.arange(7.0)}, whole=True)
+    try:
+        built = _rows_of(shard_set, 3, "file")
+        assert [list(got["x"]) for got in built] == [list(np.arange(7.0))] * 3
+    finally:
+        shared_file.remove(shard_set.path)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import NoClusterError
+from ..errors import BadArgument, NoClusterError
 from ..protocol.devices import describe_devices
 from ..protocol.tfconfig import EngineReport, local_ranks
 from .cell_watch import dead_ranks
-from .data.shard_sets import ShardSet, deliver
+from .data.shard_sets import ShardSet, deliver, large_values
 from .engines import EngineGroup, is_this_host
 from .state_log import KeptState
 from .worker_calls import WorkerCalls
@@ -42,11 +42,27 @@ class WorkerAccess:
         return self.workers[0].engine_id
 
     def push(self, namespace: dict[str, Any]) -> None:
-        """Send notebook variables to every worker."""
+        """Send notebook variables to every worker. Large arrays go as a shard set every
+        worker takes whole: mapped from shared memory on this host, streamed to others
+        (not pickled through the controller)."""
         self._require_workers()
-        view = self._group.client[[w.engine_id for w in self.workers]]
-        view.push(namespace, block=False).get(timeout=self.timeout)
-        self.state_log.add_push(namespace)
+        large = large_values(namespace)
+        if large:
+            try:
+                whole = self.kept.shards.make(large, whole=True)
+            except BadArgument:   # no room in shared memory: the controller's way
+                large = {}
+            else:
+                try:
+                    self.deliver_shards(whole)
+                finally:
+                    self.kept.shards.drop_unheld(whole)
+        rest = {name: value for name, value in namespace.items() if name not in large}
+        if rest:
+            view = self._group.client[[w.engine_id for w in self.workers]]
+            view.push(rest, block=False).get(timeout=self.timeout)
+            self.kept.shards.forget(rest)
+            self.state_log.add_push(rest)
 
     def shard(self, values: dict[str, Any]) -> list[dict]:
         """Split notebook values by rows over the workers: worker r gets the r-th of N

@@ -15,7 +15,8 @@ back together (worker/shards.py):
     ("dict", keys, items)             a dict, its keys in order
 
 Worker r takes rows [start, stop) of every part: the r-th of N contiguous chunks, with
-NumPy's array_split sizes.
+NumPy's array_split sizes. A large `--push` travels the same way, every worker taking
+every row (`whole`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class ShardTicket:
     path: str | None = None               # the shared file, on the notebook's host
     stream: StreamSource | None = None    # else: read the blocks' rows from here
     parts: dict[int, Any] = field(default_factory=dict)   # this worker's pickled rows
+    whole: bool = False   # every row to every worker: a large --push, not a shard
 
 
 def chunk_bounds(rows: int, workers: int) -> list[tuple[int, int]]:

@@ -31,7 +31,10 @@ def receive(ticket: ShardTicket) -> dict[str, Any]:
     namespace = get_ipython().user_ns
     for name, recipe in ticket.recipes.items():
         namespace[name] = build(recipe, arrays, ticket)
-        _held[name] = (id(namespace[name]), ticket.stop - ticket.start)
+        if ticket.whole:   # pushed: held whole, as every worker holds it
+            _held.pop(name, None)
+        else:
+            _held[name] = (id(namespace[name]), ticket.stop - ticket.start)
     return {"rows": ticket.stop - ticket.start,
             "bytes": sum(int(array.nbytes) for array in arrays),
             "via": "shared file" if ticket.path else "stream"}
