@@ -88,7 +88,6 @@ def ray_round(array: np.ndarray, workers: int) -> tuple[float, float]:
         with open(os.path.join(config["out"], f"{rank}.json"), "w") as file:
             json.dump({"read": time.time() - began_reading, "total": total}, file)
 
-    ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
     out = tempfile.mkdtemp(prefix="tfmw-bench-ray-")
     began = time.time()
     dataset = ray.data.from_numpy(array)
@@ -121,7 +120,14 @@ def main() -> None:
         with_ray = False
         print("Ray is not installed (pip install -e \".[bench]\"): --shard and --push only")
     results: dict[str, list[float]] = {}
-    for workers in (int(n) for n in args.workers.split(",")):
+    sizes = [int(n) for n in args.workers.split(",")]
+    if with_ray:
+        import ray
+
+        # As many logical CPUs as workers (and Ray Train's controller): Ray would otherwise
+        # wait for CPUs this machine does not have, where our workers share its cores.
+        ray.init(num_cpus=max(sizes) + 2, include_dashboard=False, log_to_driver=False)
+    for workers in sizes:
         cluster = TFCluster.start(workers)
         try:
             for round_ in range(args.rounds):

@@ -121,6 +121,20 @@ def test_fit_on_own_rows_takes_every_row_once_an_epoch(kernel, keras):
     assert sum(len(worker[0]) for worker in per_worker(kernel, "seen")) == 24
 
 
+def test_a_pipeline_sliced_from_shards_takes_every_row_once_an_epoch(kernel):
+    """`tf.data.Dataset.from_tensor_slices(shards).shuffle().batch(6)`: the same steps and
+    rows as the arrays themselves (Keras' own split would keep 1/3 of each worker's)."""
+    kernel.ok("%%tfdist --shard x labels --no-checkpoint\n" + RECORDER.format(keras="tf.keras")
+              + "pipeline = (tf.data.Dataset.from_tensor_slices((x, labels)).shuffle(11)"
+                ".map(lambda a, b: (a, b * 2)).batch(6))\n"
+                "model.fit(pipeline, epochs=2, verbose=0, callbacks=[PerEpoch()])\n"
+                "steps = int(model.optimizer.iterations.numpy())", timeout=180)
+    assert per_worker(kernel, "steps") == [2 * 2] * 3
+    for rank, (start, stop) in enumerate(_bounds(11, 3)):
+        for epoch in per_worker(kernel, "seen")[rank]:
+            assert sorted(epoch) == [2.0 * i for i in range(start, stop)]
+
+
 def _kernel_files(kernel) -> dict[str, int]:
     """This kernel's shared files and their sizes."""
     prefix = f"tfmw-shard-{kernel.kernel_pid()}-"
@@ -188,6 +202,7 @@ def test_bad_input_is_refused_in_one_line_and_loses_nothing(kernel, small_shared
     finally:
         kernel.ok("shard_layout.SHARED_DIRECTORY = '/dev/shm'")
     assert per_worker(kernel, "kept_on_workers") == [0, 1, 2]
+    assert kernel.ok("%%tfdist\ntfdist.rank + 1").results[-1]["text/plain"] == "1"
     assert kernel.ok("print(precious)").stdout.strip() == "42"
 
 

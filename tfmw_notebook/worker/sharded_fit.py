@@ -7,7 +7,8 @@ than the others runs one step more and pairs the wrong collectives (measured: "C
 instance 116 expected ... data_type 9 but got ... data_type 1").
 
 So while a worker holds shards, a call given in-memory data (NumPy, pandas, tensors, and
-tuples, lists or dicts of them) first asks every worker, in one all-reduce, how many rows
+tuples, lists or dicts of them, or a tf.data pipeline that slices and batches them:
+sharded_pipelines.py) first asks every worker, in one all-reduce, how many rows
 it has and whether that is the row count of a shard it holds. The rows are each worker's
 own when any worker's are a shard's (the shard or something made from it row for row)
 or when the counts differ (e.g. filtered shards); equal counts that no shard has are
@@ -22,8 +23,10 @@ batch) when the batch divides evenly), a worker with fewer rows giving an empty 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
+from . import sharded_pipelines as pipelines
 from . import shards, shared_strategy
 
 _ARRAY_ARGUMENTS = ("x", "y", "sample_weight")
@@ -32,30 +35,36 @@ _DEFAULT_BATCH = 32   # Keras' default batch_size
 
 def applies(x: Any) -> bool:
     """Whether a call with this `x` must ask the others (see the module's text): this
-    worker holds shards and `x` is in-memory data."""
-    return bool(shards.live_rows()) and x is not None and _in_memory(x)
+    worker holds shards and `x` is in-memory data, or a pipeline that slices it."""
+    return bool(shards.live_rows()) and x is not None and (
+        _in_memory(x) or pipelines.source_rows(x) is not None)
 
 
 def rewrite(kwargs: dict[str, Any], *, training: bool) -> bool:
-    """Replace the call's arrays (and validation arrays) by a pipeline of this worker's
-    own rows, when the workers agree they are theirs; returns whether it did."""
+    """Replace the call's data (and validation arrays) by a pipeline of this worker's own
+    rows, when the workers agree they are theirs; returns whether it did."""
     batch = int(kwargs.get("batch_size") or _DEFAULT_BATCH)
     split = float(kwargs.get("validation_split") or 0.0) if training else 0.0
     arrays = tuple(kwargs.get(name) for name in _ARRAY_ARGUMENTS)
-    if split:
-        arrays, held_out = _split_off(arrays, split)
-    plan = _Plan.of(arrays, batch)
-    steps = _agreed_steps(plan, kwargs.get("steps_per_epoch" if training else "steps"))
-    if steps is None:
+    if not _in_memory(arrays[0]):
+        plan = _Plan.of_pipeline(arrays[0])
+    else:
+        if split:
+            arrays, held_out = _split_off(arrays, split)
+        plan = _Plan.of(arrays, batch)
+    steps_name = "steps_per_epoch" if training else "steps"
+    steps = _agreed_steps(plan, kwargs.get(steps_name)) if plan is not None else None
+    if plan is None or steps is None:
         return False
-    for name in ("batch_size", "validation_split", *_ARRAY_ARGUMENTS):
+    for name in ("batch_size", *_ARRAY_ARGUMENTS):
         kwargs.pop(name, None)
     kwargs["x"] = plan.dataset(steps, shuffle=training and bool(kwargs.pop("shuffle", True)))
-    kwargs["steps_per_epoch" if training else "steps"] = steps
+    kwargs[steps_name] = steps
     if training:
         kwargs["shuffle"] = False   # done per worker above; Keras would warn it ignores it
-        if split:
+        if split and _in_memory(arrays[0]):
             kwargs["validation_data"] = held_out
+            kwargs.pop("validation_split", None)
         _validation(kwargs, batch)
     return True
 
@@ -74,38 +83,54 @@ def _validation(kwargs: dict[str, Any], batch: int) -> None:
 
 
 class _Plan:
-    """This worker's rows of one call and how its replicas take them."""
+    """This worker's rows of one call and how its replicas take them: `epoch(shuffle)`
+    gives one pass over them in per-replica batches, `empty` is a batch of no rows."""
 
-    def __init__(self, tensors: tuple, per_replica: int, local_replicas: int):
-        import tensorflow as tf
-
-        self.tensors, self.per_replica = tensors, per_replica
-        self.local_replicas = local_replicas
-        self.rows = int(tf.nest.flatten(tensors)[0].shape[0])
-        self.batches = math.ceil(self.rows / per_replica)
-        self.own_steps = math.ceil(self.batches / local_replicas)
+    def __init__(self, rows: int, per_replica: int, epoch: Callable[[bool], Any], empty: Any):
+        strategy = shared_strategy.shared_strategy()
+        self.rows, self.per_replica, self.epoch, self.empty = rows, per_replica, epoch, empty
+        self.local_replicas = max(1, len(strategy.extended.worker_devices))
+        self.batches = math.ceil(rows / per_replica)
+        self.own_steps = math.ceil(self.batches / self.local_replicas)
 
     @classmethod
     def of(cls, arrays: tuple, batch: int) -> _Plan:
-        strategy = shared_strategy.shared_strategy()
-        return cls(tuple(_as_tensors(a) for a in arrays if a is not None),
-                   max(1, batch // strategy.num_replicas_in_sync),
-                   max(1, len(strategy.extended.worker_devices)))
+        import tensorflow as tf
+
+        tensors = tuple(_as_tensors(a) for a in arrays if a is not None)
+        rows = int(tf.nest.flatten(tensors)[0].shape[0])
+        per_replica = _per_replica(batch)
+
+        def epoch(shuffle: bool):
+            data = tf.data.Dataset.from_tensor_slices(tensors)
+            if shuffle:
+                data = data.shuffle(max(1, rows), reshuffle_each_iteration=True)
+            return data.batch(per_replica)
+
+        return cls(rows, per_replica, epoch, tf.nest.map_structure(lambda t: t[:0], tensors))
+
+    @classmethod
+    def of_pipeline(cls, dataset) -> _Plan | None:
+        """The plan of a pipeline that slices arrays into batches (pipelines.py), or None
+        (it is left as it is)."""
+        found, empty = pipelines.source_rows(dataset), pipelines.empty_batch(dataset)
+        if found is None or empty is None:
+            return None
+        rows, batch = found
+        per_replica = _per_replica(batch)
+        return cls(rows, per_replica, lambda shuffle: dataset.unbatch().batch(per_replica),
+                   empty)
 
     def dataset(self, steps: int, *, shuffle: bool) -> Any:
         """`steps` steps of this worker's rows an epoch (padded with empty batches),
         repeated for the epochs, as the strategy's distributed dataset."""
         import tensorflow as tf
 
-        data = tf.data.Dataset.from_tensor_slices(self.tensors)
-        if shuffle:
-            data = data.shuffle(max(1, self.rows), reshuffle_each_iteration=True)
-        data = data.batch(self.per_replica)
+        data = self.epoch(shuffle)
         wanted = steps * self.local_replicas
         if wanted > self.batches:
-            empty = tf.nest.map_structure(lambda t: t[:0], self.tensors)
             data = data.concatenate(
-                tf.data.Dataset.from_tensors(empty).repeat(wanted - self.batches))
+                tf.data.Dataset.from_tensors(self.empty).repeat(wanted - self.batches))
         data = data.take(wanted).repeat()
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = \
@@ -113,6 +138,10 @@ class _Plan:
         data = data.with_options(options)
         return shared_strategy.shared_strategy().distribute_datasets_from_function(
             lambda context: data)
+
+
+def _per_replica(batch: int) -> int:
+    return max(1, batch // shared_strategy.shared_strategy().num_replicas_in_sync)
 
 
 def _agreed_steps(plan: _Plan, steps: int | None) -> int | None:
