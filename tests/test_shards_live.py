@@ -110,6 +110,14 @@ def test_fit_on_own_rows_takes_every_row_once_an_epoch(kernel, keras):
             assert sorted(epoch) == [2.0 * i for i in range(start, stop)]
     assert seen[0][0] != seen[0][1] or seen[0][1] != seen[0][2]
     assert len(set(per_worker(kernel, "digest"))) == 1
+    # predict on own rows runs on each worker alone (Keras' would wait forever for the
+    # worker with one row more), its rows' predictions in order.
+    kernel.ok("%%tfdist --no-checkpoint\nseen.append([])\n"
+              "predicted = model.predict(x, batch_size=3, verbose=0)\n"
+              "kernel, bias = model.get_weights()\n"
+              "predicted = [len(predicted), bool(np.allclose(predicted, x @ kernel + bias, "
+              "atol=1e-4))]", timeout=120)
+    assert per_worker(kernel, "predicted") == [[4, True], [4, True], [3, True]]
 
     # Data every worker holds whole (24 rows, not a shard's count): Keras' own split.
     kernel.ok("%%tfdist --no-checkpoint\n" + prefix + RECORDER.format(keras=keras)

@@ -118,6 +118,7 @@ def _wrap_model_class(model) -> None:
         return
     model.fit = _wrapped(model.fit, training=True)
     model.evaluate = _wrapped(model.evaluate, training=False)
+    model.predict = _wrapped_predict(model.predict)
 
 
 def _positions(method) -> dict[str, int]:
@@ -173,6 +174,25 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
         return result
 
     # A function takes attributes; mypy's view of what functools.wraps returns does not.
+    setattr(wrapper, _WRAPPED, True)
+    return wrapper
+
+
+def _wrapped_predict(method: Callable[..., Any]) -> Callable[..., Any]:
+    """`predict` of a worker's own rows (`--shard`) runs on that worker alone."""
+    positions = _positions(method)
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        x = _argument("x", args, kwargs, positions)
+        if _worker.depth == 0 and not other_strategy_scope.trains_apart(self) \
+                and sharded_fit.applies(x):
+            own = sharded_fit.own_predictions(
+                self, x, _argument("batch_size", args, kwargs, positions))
+            if own is not None:
+                return own
+        return method(self, *args, **kwargs)
+
     setattr(wrapper, _WRAPPED, True)
     return wrapper
 
