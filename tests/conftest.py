@@ -1,4 +1,5 @@
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -26,6 +27,20 @@ def tf_kernel(tmp_path_factory):
 
     with kernel_with_cluster(str(tmp_path_factory.mktemp("tf-kernel"))) as session:
         yield session
+
+
+@pytest.fixture
+def small_shared_memory():
+    """A 1 MiB tmpfs: what a container's small /dev/shm looks like."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    directory = tempfile.mkdtemp(prefix="tfmw-small-shm-")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", directory], check=True)
+    try:
+        yield directory
+    finally:
+        subprocess.run(["umount", directory], check=True)
+        os.rmdir(directory)
 
 
 @pytest.fixture(scope="session")

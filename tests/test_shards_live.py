@@ -11,8 +11,6 @@ over the new workers. Workers on other hosts: tests/test_multihost.py.
 from __future__ import annotations
 
 import os
-import subprocess
-import tempfile
 
 import numpy as np
 import pytest
@@ -166,19 +164,6 @@ def test_a_large_push_reaches_every_worker_whole_through_shared_memory(kernel):
     kernel.ok("%%tfdist --push big --no-checkpoint\nsize = len(big)")
     assert per_worker(kernel, "size") == [3] * 3
     assert not set(_kernel_files(kernel)) - set(before)   # replaced: its file freed
-
-
-@pytest.fixture
-def small_shared_memory():
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    directory = tempfile.mkdtemp(prefix="tfmw-small-shm-")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", directory], check=True)
-    try:
-        yield directory
-    finally:
-        subprocess.run(["umount", directory], check=True)
-        os.rmdir(directory)
 
 
 def _usage_error(kernel, code: str) -> str:

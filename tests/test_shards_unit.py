@@ -164,20 +164,6 @@ def test_values_that_cannot_be_sharded_are_refused_in_one_line(values, message):
     assert "\n" not in str(refused.value)
 
 
-@pytest.fixture
-def small_shared_memory():
-    """A 1 MiB tmpfs: what a container's small /dev/shm looks like."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    directory = tempfile.mkdtemp(prefix="tfmw-small-shm-")
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", directory], check=True)
-    try:
-        yield directory
-    finally:
-        subprocess.run(["umount", directory], check=True)
-        os.rmdir(directory)
-
-
 def test_more_than_the_shared_memory_left_is_refused_before_copying(small_shared_memory):
     big = {"x": np.zeros((8, 1 << 16), np.float32)}   # 2 MiB of arrays, in 1 MiB
     with pytest.raises(BadArgument) as refused:

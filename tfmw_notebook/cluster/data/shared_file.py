@@ -17,6 +17,7 @@ import uuid
 from ...errors import BadArgument
 from ...protocol import shard_layout
 from ...protocol.shard_layout import FILE_PREFIX, SharedBlock
+from ..engines import pid_alive
 from .split import Parts
 
 _ALIGN = 64   # each block starts on a cache line (and any dtype's alignment)
@@ -76,18 +77,8 @@ def remove_orphans(directory: str) -> None:
         if not name.startswith(FILE_PREFIX):
             continue
         pid = name[len(FILE_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and not _running(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             remove(os.path.join(directory, name))
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _check_room(total: int, what: str, directory: str) -> None:
