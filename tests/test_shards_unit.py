@@ -191,3 +191,23 @@ def test_a_large_push_is_a_set_every_worker_takes_whole():
         assert [list(got["x"]) for got in built] == [list(np.arange(7.0))] * 3
     finally:
         shared_file.remove(shard_set.path)
+
+
+def test_a_stream_longer_than_a_second_says_how_far_it_has_come(monkeypatch, capsys):
+    from tfmw_notebook.cluster.data import shard_sets
+
+    now = [100.0]
+    monkeypatch.setattr(shard_sets.time, "monotonic", lambda: now[0])
+    progress = shard_sets._Progress(total=4 << 20)
+    progress.add(1 << 20)                      # within the first second: quiet
+    assert capsys.readouterr().out == ""
+    now[0] += 1.5
+    progress.add(1 << 20)
+    now[0] += 0.5
+    progress.add(1 << 20)                      # less than a second since the last line
+    now[0] += 1.0
+    progress.add(1 << 20)
+    progress.finish()
+    lines = capsys.readouterr().out.split("\r")[1:]
+    assert lines == ["tfdist: sending shards to other hosts: 50% (2 MiB)",
+                     "tfdist: sending shards to other hosts: 100% (4 MiB)\n"]

@@ -139,7 +139,7 @@ def large_values(values: dict[str, Any]) -> dict[str, Any]:
 def deliver(shard_set: ShardSet, workers: list[EngineReport], local: list[bool],
             calls, controller_host: str | None, timeout: float) -> list[dict]:
     """Every worker builds its rows; those on other hosts read them from a sender."""
-    sender = None
+    sender, progress = None, None
     if not all(local):
         bounds = shard_set.bounds(len(workers))
         progress = _Progress(sum(b.row_bytes for b in shard_set.blocks)
@@ -154,6 +154,8 @@ def deliver(shard_set: ShardSet, workers: list[EngineReport], local: list[bool],
     finally:
         if sender is not None:
             sender.close()
+        if progress is not None:
+            progress.finish()
 
 
 def _addresses(controller_host: str | None) -> tuple[str, ...]:
@@ -169,6 +171,7 @@ class _Progress:
     def __init__(self, total: int):
         self._total, self._sent = max(1, total), 0
         self._began = self._last = time.monotonic()
+        self._shown = False
 
     def add(self, nbytes: int) -> None:
         self._sent += nbytes
@@ -178,3 +181,8 @@ class _Progress:
             done = min(100, 100 * self._sent // self._total)
             print(f"\rtfdist: sending shards to other hosts: {done}% "
                   f"({self._sent / 2**20:.0f} MiB)", end="", flush=True)
+            self._shown = True
+
+    def finish(self) -> None:
+        if self._shown:   # end the line the progress was drawn on
+            print(flush=True)
