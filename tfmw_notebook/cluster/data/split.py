@@ -28,10 +28,6 @@ class Parts:
     others: list[Any] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)   # name -> its number of rows
 
-    @property
-    def shared_bytes(self) -> int:
-        return sum(int(array.nbytes) for array in self.arrays)
-
 
 def take_apart(values: dict[str, Any]) -> Parts:
     """The parts of every named value; BadArgument naming the first value that cannot be
