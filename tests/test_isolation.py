@@ -120,6 +120,8 @@ def test_workers_are_unreachable_from_other_machines_through_training_failure_an
               if "network_keeper.py" in " ".join(psutil.Process(pid).cmdline())]
     assert len(keeper) == 1, keeper
     os.kill(keeper[0], 9)
+    # Killed, not still ending as the restart begins (a race only the test could make).
+    assert wait_gone(keeper, 10) == [], keeper
     kernel.ok("%tfdist restart", timeout=180)
     fourth = workers(kernel)
     assert len({net_exposure.netns(pid) for pid, _ in fourth}) == 1
