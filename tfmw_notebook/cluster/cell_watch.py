@@ -68,6 +68,7 @@ class CellWatch:
     _stalls: StallWatch = field(init=False, repr=False)
     _warned: set = field(init=False, repr=False)
     _oom: death_cause.OomWatch = field(init=False, repr=False)
+    _published: list[dict] = field(init=False, repr=False)   # per rank: ipyparallel's metadata
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -83,15 +84,17 @@ class CellWatch:
         filename = f"<tfdist-cell-{next(_cell_numbers)}>"
         settings = self.settings
         began = time.perf_counter()
-        futures = [self.calls.submit_cell(w.engine_id, source, filename,
-                                          settings.want_display and rank == 0,
-                                          settings.options, state, settings.scope)
-                   for rank, w in enumerate(self.workers)]
+        futures = self.calls.submit_cell([w.engine_id for w in self.workers], source, filename,
+                                         0 if settings.want_display else None,
+                                         settings.options, state, settings.scope)
+        # What each rank printed and published, read straight from ipyparallel's metadata
+        # (each AsyncResult attribute read waits on two events and parses dates).
+        self._published = [future.metadata for future in futures]
         timeout = settings.timeout
         self._watch(futures, None if timeout is None else time.monotonic() + timeout, timeout)
         outcomes = [future.get() for future in futures]
         return RunResult(display=outcomes[0]["display"], seconds=time.perf_counter() - began,
-                         data=[dict(f.data) for f in futures],
+                         data=[dict(md["data"]) for md in self._published],
                          fits=[outcome["fits"] for outcome in outcomes],
                          runs=list(outcomes[0].get("runs") or []))
 
@@ -116,7 +119,8 @@ class CellWatch:
                     if failed is not None:
                         first_error = self._first_error(failed, futures)
                         grace_ends = time.monotonic() + self.error_grace
-                dead = self.dead_ranks()
+                # Only ranks still running: one that finished has nothing left to lose.
+                dead = self.dead_ranks([r for r, f in enumerate(futures) if not f.done()])
                 if dead:
                     raise self._death(dead)
                 if all(f.done() for f in futures):
@@ -142,15 +146,16 @@ class CellWatch:
                           kind="interrupt") from None
 
     def _take_in(self, futures) -> None:
-        self.relay.poll(lambda r: (futures[r].stdout or "", futures[r].stderr or ""),
+        published = self._published
+        self.relay.poll(lambda r: (published[r]["stdout"] or "", published[r]["stderr"] or ""),
                         len(futures))
-        for rank, future in enumerate(futures):
-            self._silence.see(rank, future.data)
+        for rank, md in enumerate(published):
+            self._silence.see(rank, md["data"])
             silent_for = self._silence.quiet_for(rank) if self._silence.busy(rank) else None
-            self._stalls.see(rank, future.data, len(future.stdout or "") + len(future.stderr or ""),
+            self._stalls.see(rank, md["data"], len(md["stdout"] or "") + len(md["stderr"] or ""),
                              silent_for)
             if self.settings.on_data is not None:
-                self.settings.on_data(rank, future.data)
+                self.settings.on_data(rank, md["data"])
 
     def _check_heard_from(self, futures) -> None:
         """A running rank whose heartbeat stopped is looked at (worker_probe.py): one
@@ -159,7 +164,8 @@ class CellWatch:
         Unless the controller every beat passes through is the one gone (it no longer
         accepts connections)."""
         running = [rank for rank, future in enumerate(futures) if not future.done()]
-        silent = self._silence.silent(running, {rank: futures[rank].data for rank in running})
+        silent = self._silence.silent(running, {rank: self._published[rank]["data"]
+                                                for rank in running})
         if not silent:
             return
         quiet = self._silence.quiet_for(silent[0])
@@ -280,8 +286,8 @@ class CellWatch:
             future.wait_for_output(max(0.0, deadline - time.monotonic()))
         self._take_in(futures)
 
-    def dead_ranks(self) -> list[int]:
-        return dead_ranks(self.group, self.workers)
+    def dead_ranks(self, ranks: list[int]) -> list[int]:
+        return dead_ranks(self.group, self.workers, ranks)
 
 
 def _place(where: str) -> str:
@@ -297,9 +303,11 @@ def _failed(summary: str, **details) -> WorkerFailed:
     return WorkerFailed(Failure(summary, **details))
 
 
-def dead_ranks(group: EngineGroup, workers: list[EngineReport]) -> list[int]:
-    """Ranks whose engine left the hub, or (on this host) whose process is gone."""
+def dead_ranks(group: EngineGroup, workers: list[EngineReport],
+               ranks: list[int] | None = None) -> list[int]:
+    """Of `ranks` (all by default), those whose engine left the hub, or (on this host)
+    whose process is gone."""
     registered = group.registered()
-    return [rank for rank, worker in enumerate(workers)
-            if worker.engine_id not in registered
-            or (is_this_host(worker.host) and not pid_alive(worker.pid))]
+    return [rank for rank in (range(len(workers)) if ranks is None else ranks)
+            if workers[rank].engine_id not in registered
+            or (is_this_host(workers[rank].host) and not pid_alive(workers[rank].pid))]

@@ -8,6 +8,7 @@ have. The client is closed when a group we started stops.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -79,7 +80,13 @@ def nothing_listens(address: str, port: int, timeout: float = 1.0) -> bool:
 
 
 def is_this_host(host: str) -> bool:
-    return host == socket.gethostname()
+    return host == _this_hostname()
+
+
+@functools.lru_cache(maxsize=1)
+def _this_hostname() -> str:
+    # Asked for every worker at every look of a cell's watch: a system call each time.
+    return socket.gethostname()
 
 
 class EngineGroup:
@@ -483,9 +490,12 @@ def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork
     # Engines start before the controller and wait for its connection file; by
     # default they give up after 10 s, which a loaded 2-core machine can exceed
     # while two engines import TensorFlow. Wait as long as the start may take.
+    # Warnings and errors only: ipyparallel's engine logs lines at DEBUG for every
+    # message it handles, several per cell, each written to its log file.
     engine_kwargs["engine_args"] = [f"--IPEngine.startup_command={startup}",
                                     "--IPEngine.enable_nanny=False",
-                                    f"--IPEngine.wait_for_url_file={timeout:g}"]
+                                    f"--IPEngine.wait_for_url_file={timeout:g}",
+                                    "--IPEngine.log_level=WARN"]
     return controller_args, engine_argv, engine_kwargs
 
 

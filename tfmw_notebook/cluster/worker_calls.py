@@ -68,11 +68,16 @@ class WorkerCalls:
 
     # -- cells --------------------------------------------------------------------
 
-    def submit_cell(self, engine_id: int, source: str, filename: str, want_display: bool,
-                    options: CellOptions, state: FitState, scope: bool = True):
-        """Start the cell on one engine; the AsyncResult is watched by cell_watch.py."""
-        return self.group.client[engine_id].apply_async(
-            call, "run_cell", source, filename, want_display, options, state, scope)
+    def submit_cell(self, ids: list[int], source: str, filename: str, display_rank: int | None,
+                    options: CellOptions, state: FitState, scope: bool = True) -> list:
+        """Start the cell on the engines `ids` with one message, which ipyparallel's
+        broadcast scheduler hands to each (one message per engine cost the notebook
+        ~2 ms apiece, measured at 12); returns one AsyncResult per engine, in the order
+        of `ids`, which cell_watch.py watches."""
+        client = self.group.client
+        sent = client.broadcast_view(ids).apply_async(
+            call, "run_cell", source, filename, display_rank, options, state, scope)
+        return [client.get_result(msg_id, block=False) for msg_id in sent.msg_ids]
 
     def receive_shards(self, ids: list[int], tickets: list, timeout: float) -> list[dict]:
         """Each worker builds its rows of a shard set (worker/shards.py)."""

@@ -26,13 +26,14 @@ def _register_source(source: str, filename: str) -> None:
     linecache.cache[filename] = (len(source), None, lines, filename)
 
 
-def run_cell(source: str, filename: str, want_display: bool, options: CellOptions,
+def run_cell(source: str, filename: str, display_rank: int | None, options: CellOptions,
              state: FitState, scope: bool = True) -> dict[str, Any]:
     """Execute `source` in the engine's user namespace.
 
     Returns {"display": ..., "fits": ..., "runs": ...}: the last expression's display
     data (a mime bundle of strings, which always travels back, unlike the value itself)
-    when `want_display` is set, what each fit() of the cell ended with, and the
+    on the worker of rank `display_rank` (every worker gets the same arguments: the
+    notebook sends a cell once), what each fit() of the cell ended with, and the
     chief's run record of each fit (keras_run_record.py; none on the other workers).
     Exceptions propagate: the client needs them to notice a failed rank.
     `options` say what the cell's Keras fit/evaluate calls get (reporting,
@@ -71,7 +72,7 @@ def run_cell(source: str, filename: str, want_display: bool, options: CellOption
     if value is None:
         return outcome
     namespace["_"] = value
-    if want_display:
+    if display_rank == keras_hooks.worker_rank():
         data, metadata = shell.display_formatter.format(value)
         outcome["display"] = {"data": data, "metadata": metadata}
     return outcome

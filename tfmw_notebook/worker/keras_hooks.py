@@ -101,6 +101,11 @@ def run_records() -> list[dict[str, Any]]:
     return [dict(record) for record in _cell.runs]
 
 
+def worker_rank() -> int:
+    """This worker's rank, as the bootstrap set it."""
+    return _worker.rank
+
+
 def install(publisher: EventPublisher, *, rank: int, is_chief: bool, world_size: int) -> None:
     import tensorflow as tf
 
