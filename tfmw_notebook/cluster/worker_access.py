@@ -59,7 +59,8 @@ class WorkerAccess:
                     self.kept.shards.drop_unheld(whole)
         rest = {name: value for name, value in namespace.items() if name not in large}
         if rest:
-            view = self._group.client[[w.engine_id for w in self.workers]]
+            # One request, handed to every worker by the controller's broadcast scheduler.
+            view = self._group.client.broadcast_view([w.engine_id for w in self.workers])
             view.push(rest, block=False).get(timeout=self.timeout)
             self.kept.shards.forget(rest)
             self.state_log.add_push(rest)

@@ -27,10 +27,26 @@ class WorkerCalls:
     def each(self, entry: str, ids: list[int], args_per_engine: list[tuple], *, what: str,
              timeout: float | None = None) -> list:
         """Call `entry` on each engine with its own args; all replies, or ClusterSetupError."""
-        timeout = self.timeout if timeout is None else timeout
         client = self.group.client
         futures = [client[eid].apply_async(call, entry, *args)
                    for eid, args in zip(ids, args_per_engine)]
+        return self._gather(ids, futures, what, timeout)
+
+    def _same(self, entry: str, ids: list[int], *args: Any, what: str,
+              timeout: float | None = None) -> list:
+        """Call `entry` with the same args on every engine of `ids`, sent once."""
+        return self._gather(ids, self._broadcast(ids, entry, *args), what, timeout)
+
+    def _broadcast(self, ids: list[int], entry: str, *args: Any) -> list:
+        """One request, which ipyparallel's broadcast scheduler hands to every engine of
+        `ids` (one message per engine cost the notebook ~2 ms apiece, measured at 12);
+        one AsyncResult per engine, in the order of `ids`."""
+        client = self.group.client
+        sent = client.broadcast_view(ids).apply_async(call, entry, *args)
+        return [client.get_result(msg_id, block=False) for msg_id in sent.msg_ids]
+
+    def _gather(self, ids: list[int], futures: list, what: str, timeout: float | None) -> list:
+        timeout = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
         results = []
         for engine_id, future in zip(ids, futures):
@@ -43,10 +59,6 @@ class WorkerCalls:
                 raise ClusterSetupError(
                     f"{what} failed on engine {engine_id}: {remote_summary(exc)}") from None
         return results
-
-    def _same(self, entry: str, ids: list[int], *args: Any, what: str,
-              timeout: float | None = None) -> list:
-        return self.each(entry, ids, [args] * len(ids), what=what, timeout=timeout)
 
     def _one(self, entry: str, engine_id: int, *args: Any) -> Any:
         return self.each(entry, [engine_id], [args], what="lookup")[0]
@@ -70,14 +82,10 @@ class WorkerCalls:
 
     def submit_cell(self, ids: list[int], source: str, filename: str, display_rank: int | None,
                     options: CellOptions, state: FitState, scope: bool = True) -> list:
-        """Start the cell on the engines `ids` with one message, which ipyparallel's
-        broadcast scheduler hands to each (one message per engine cost the notebook
-        ~2 ms apiece, measured at 12); returns one AsyncResult per engine, in the order
-        of `ids`, which cell_watch.py watches."""
-        client = self.group.client
-        sent = client.broadcast_view(ids).apply_async(
-            call, "run_cell", source, filename, display_rank, options, state, scope)
-        return [client.get_result(msg_id, block=False) for msg_id in sent.msg_ids]
+        """Start the cell on the engines `ids`, sent once; one AsyncResult per engine, in
+        the order of `ids`, which cell_watch.py watches."""
+        return self._broadcast(ids, "run_cell", source, filename, display_rank, options, state,
+                               scope)
 
     def receive_shards(self, ids: list[int], tickets: list, timeout: float) -> list[dict]:
         """Each worker builds its rows of a shard set (worker/shards.py)."""
