@@ -50,7 +50,7 @@ def instrument(marks: dict):
     """Record when each phase of TFCluster.start ends, relative to marks['began']."""
     import ipyparallel as ipp
     import tfmw_notebook.cluster.tfcluster as cluster_module
-    from tfmw_notebook.cluster import engines
+    from tfmw_notebook.cluster.launch import engines
 
     def timed(owner, name, phase):
         original = getattr(owner, name)

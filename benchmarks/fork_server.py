@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import psutil
 from tfmw_notebook import TFCluster
-from tfmw_notebook.cluster import engines
+from tfmw_notebook.cluster.launch import engines
 
 
 def cpu_seconds() -> float:

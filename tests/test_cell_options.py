@@ -113,7 +113,7 @@ def test_api_users_build_the_same_options_as_the_magic(tmp_path):
 
 
 def test_ipython_syntax_is_transformed_and_its_magics_named():
-    from tfmw_notebook.cluster.cell_syntax import magics_called, python_source
+    from tfmw_notebook.cluster.cells.cell_syntax import magics_called, python_source
 
     source = python_source("!ls /tmp\n%time y = 1\nx = 2\n")
     assert "get_ipython().system('ls /tmp')" in source

@@ -1,4 +1,4 @@
-"""Engines forked from the cluster's fork server (cluster/fork_server.py,
+"""Engines forked from the cluster's fork server (cluster/launch/fork_server.py,
 worker/engine_forkserver.py, protocol/engine_standin.py): the workers are its children and
 train; each stand-in is the process ipyparallel's launcher knows and ends as its engine
 ends; an engine never outlives its stand-in; a stand-in the server cannot serve starts its

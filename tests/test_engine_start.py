@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 import ipyparallel as ipp
 import pytest
 from tfmw_notebook import ClusterSetupError
-from tfmw_notebook.cluster import engines
-from tfmw_notebook.cluster.engines import EngineGroup
+from tfmw_notebook.cluster.launch import engines
+from tfmw_notebook.cluster.launch.engines import EngineGroup
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -77,7 +77,7 @@ def test_engines_that_end_before_registering_fail_the_start_at_once(monkeypatch,
 def test_a_connection_file_is_never_seen_half_written(tmp_path):
     # Engines poll for the controller's file and read it as soon as it exists: a reader
     # must find no file or all of it.
-    from tfmw_notebook.cluster.controller import write_whole
+    from tfmw_notebook.cluster.launch.controller import write_whole
 
     path = str(tmp_path / "ipcontroller-x-engine.json")
     text = json.dumps({"key": "k" * 400_000})

@@ -10,7 +10,7 @@ import json
 import re
 
 import pytest
-from tfmw_notebook.cluster import death_cause
+from tfmw_notebook.cluster.cells import death_cause
 
 from kernel_session import kernel_with_cluster
 from memory_cgroup import memory_limited_or_skip

@@ -152,7 +152,7 @@ def test_silent_worker_is_named_from_its_heartbeat_and_cluster_recovers(kernel, 
         out, old = fit_with_fault(kernel, marker, rank=1, batch=10, epochs=2,
                                   action="os.kill(os.getpid(), signal.SIGSTOP)")
     finally:
-        kernel.ok("from tfmw_notebook.cluster.limits import SILENCE_SECONDS\n"
+        kernel.ok("from tfmw_notebook.cluster.launch.limits import SILENCE_SECONDS\n"
                   "active_cluster().silence = SILENCE_SECONDS")
 
     assert out.status == "error" and out.error["ename"] == "WorkerFailed"
@@ -305,7 +305,7 @@ def test_a_worker_holding_the_gil_is_busy_not_lost(kernel):
 # first drawing's import of matplotlib did on a loaded machine; every probe is recorded.
 HELD_UP_NOTEBOOK = """\
 import time
-from tfmw_notebook.cluster import worker_probe
+from tfmw_notebook.cluster.cells import worker_probe
 from tfmw_notebook.widgets import live
 probed, held_up = [], []
 real_judge_all, real_on_data = worker_probe.judge_all, live.LiveRun.on_data

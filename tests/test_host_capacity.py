@@ -7,8 +7,8 @@ from __future__ import annotations
 import psutil
 import pytest
 from IPython.core.error import UsageError
-from tfmw_notebook.cluster import host_capacity
-from tfmw_notebook.cluster.host_capacity import HostCapacity
+from tfmw_notebook.cluster.launch import host_capacity
+from tfmw_notebook.cluster.launch.host_capacity import HostCapacity
 
 from kernel_session import kernel_with_extension
 from memory_cgroup import memory_limited_or_skip

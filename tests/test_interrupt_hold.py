@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from tfmw_notebook.cluster.interrupt_hold import one_interrupt_held
+from tfmw_notebook.cluster.cells.interrupt_hold import one_interrupt_held
 
 pytestmark = pytest.mark.unit
 

@@ -221,7 +221,7 @@ def test_a_user_who_is_not_root_gets_the_private_network_in_a_user_namespace():
     code = tempfile.mkdtemp(prefix="tfmw-test-unprivileged-")   # where that user can read
     os.chmod(code, 0o755)
     for name in ("private_network.py", "network_keeper.py"):
-        shutil.copy(os.path.join(package, "cluster", name), code)
+        shutil.copy(os.path.join(package, "cluster", "launch", name), code)
     driver = subprocess.Popen(
         ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python, "-c",
          UNPRIVILEGED_DRIVER, str(code), LISTENER],
@@ -261,7 +261,7 @@ def test_the_controller_s_sockets_go_where_their_paths_fit(monkeypatch, tmp_path
     then made in /tmp; the soak test starts a cluster under such a TMPDIR."""
     import tempfile
 
-    from tfmw_notebook.cluster import private_network
+    from tfmw_notebook.cluster.launch import private_network
 
     deep = tmp_path / ("d" * 60)
     deep.mkdir()

@@ -1,8 +1,8 @@
 """The pure part of the liveness watch: which running ranks went silent."""
 
 import pytest
-from tfmw_notebook.cluster.beat_jitter import MIN_GAPS, ON_TIME, BeatJitter
-from tfmw_notebook.cluster.liveness import SilenceWatch
+from tfmw_notebook.cluster.cells.beat_jitter import MIN_GAPS, ON_TIME, BeatJitter
+from tfmw_notebook.cluster.cells.liveness import SilenceWatch
 from tfmw_notebook.protocol.events import ALIVE_KEY
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
@@ -162,7 +162,7 @@ def test_no_watch_when_the_controller_was_never_reachable_from_the_worker():
 
 
 def test_a_rank_in_its_own_code_without_progress_is_stalled_while_another_waits():
-    from tfmw_notebook.cluster.liveness import StallWatch
+    from tfmw_notebook.cluster.cells.liveness import StallWatch
     from tfmw_notebook.protocol.events import FRAMEWORK, WHERE_KEY
 
     clock = Clock()
@@ -182,7 +182,7 @@ def test_a_rank_in_its_own_code_without_progress_is_stalled_while_another_waits(
 
 
 def test_nobody_is_stalled_when_no_rank_waits_in_the_framework():
-    from tfmw_notebook.cluster.liveness import StallWatch
+    from tfmw_notebook.cluster.cells.liveness import StallWatch
     from tfmw_notebook.protocol.events import WHERE_KEY
 
     clock = Clock()
@@ -217,7 +217,7 @@ def test_a_silent_rank_seen_running_is_busy_and_asked_again_a_second_later():
 
 
 def test_a_busy_rank_is_stalled_since_its_last_beat_while_another_waits():
-    from tfmw_notebook.cluster.liveness import SILENT, StallWatch
+    from tfmw_notebook.cluster.cells.liveness import SILENT, StallWatch
     from tfmw_notebook.protocol.events import FRAMEWORK, WHERE_KEY
 
     clock = Clock()
@@ -237,7 +237,7 @@ def test_a_tensorflow_port_is_judged_by_its_http2_greeting():
     import socket
     import threading
 
-    from tfmw_notebook.cluster.worker_probe import grpc_verdict
+    from tfmw_notebook.cluster.cells.worker_probe import grpc_verdict
 
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))

@@ -1,7 +1,7 @@
 import io
 
 import pytest
-from tfmw_notebook.cluster.output import OutputRelay, PrefixedStream
+from tfmw_notebook.cluster.cells.output import OutputRelay, PrefixedStream
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 

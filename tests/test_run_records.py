@@ -1,5 +1,5 @@
 """Run records on disk and the runs table, without engines (protocol/records.py,
-cluster/run_capture.py, cluster/runs.py, widgets/run_table.py, widgets/runs_view.py)."""
+cluster/runs/run_capture.py, cluster/runs/runs.py, widgets/run_table.py, widgets/runs_view.py)."""
 
 import json
 import os
@@ -7,7 +7,7 @@ import os
 import ipywidgets
 import pytest
 from tfmw_notebook import Runs, list_runs
-from tfmw_notebook.cluster.run_capture import CellRuns, FitCapture
+from tfmw_notebook.cluster.runs.run_capture import CellRuns, FitCapture
 from tfmw_notebook.errors import Failure, WorkerFailed
 from tfmw_notebook.protocol import checkpoints, records
 from tfmw_notebook.widgets import run_table

@@ -1,10 +1,10 @@
-"""Going on with fewer workers when a host is lost (cluster/shrink.py, recovery.py): the
+"""Going on with fewer workers when a host is lost (cluster/cells/shrink.py, recovery.py): the
 decision and its messages, on a fake cluster (no engines)."""
 
 import pytest
-from tfmw_notebook.cluster import shrink
-from tfmw_notebook.cluster.recovery import Recovery
-from tfmw_notebook.cluster.state_log import StateLog
+from tfmw_notebook.cluster.cells import shrink
+from tfmw_notebook.cluster.cells.recovery import Recovery
+from tfmw_notebook.cluster.cells.state_log import StateLog
 from tfmw_notebook.errors import Failure, WorkerFailed
 from tfmw_notebook.protocol.tfconfig import EngineReport
 

@@ -9,7 +9,7 @@ import socket
 import tempfile
 
 import pytest
-from tfmw_notebook.cluster.engines import nothing_listens
+from tfmw_notebook.cluster.launch.engines import nothing_listens
 from tfmw_notebook.worker import handshake
 
 import sim_slurm

@@ -1,11 +1,11 @@
-"""The spare pool's accounting (cluster/standby.py): which registered engines are spares,
+"""The spare pool's accounting (cluster/launch/standby.py): which registered engines are spares,
 how many are on their way, what a refill launches. A stand-in launcher records what it is
 asked to start; the real engines are in test_standby.py."""
 
 from __future__ import annotations
 
 import pytest
-from tfmw_notebook.cluster.standby import WarmStandby
+from tfmw_notebook.cluster.launch.standby import WarmStandby
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 

@@ -5,8 +5,8 @@ import math
 
 import pytest
 from IPython.core.error import UsageError
-from tfmw_notebook.cluster import median_rule, sweep_space
-from tfmw_notebook.cluster.sweep import SweepPlan, SweepRunner
+from tfmw_notebook.cluster.runs import median_rule, sweep_space
+from tfmw_notebook.cluster.runs.sweep import SweepPlan, SweepRunner
 from tfmw_notebook.errors import Failure, WorkerFailed
 from tfmw_notebook.protocol.run_options import CellOptions, TrialMonitor
 from tfmw_notebook.widgets.sweep_table import table_html, trial_line
@@ -181,7 +181,7 @@ def test_an_interrupt_ends_the_trial_a_second_one_the_sweep():
 
 def test_a_press_held_during_the_trials_restart_ends_the_sweep(monkeypatch):
     presses = iter([0, 1])   # before the trial; after it (held while the workers restarted)
-    monkeypatch.setattr("tfmw_notebook.cluster.sweep.presses_held", lambda: next(presses))
+    monkeypatch.setattr("tfmw_notebook.cluster.runs.sweep.presses_held", lambda: next(presses))
     runner, _ = _runner(["lr=1,2"], [_failed("interrupt", kept=False, recovered=True),
                                      _report([1.0])])
     result = runner.run()
@@ -193,7 +193,7 @@ def test_an_interrupt_within_the_grace_ends_the_sweep(monkeypatch):
     def interrupted(seconds):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("tfmw_notebook.cluster.sweep.time.sleep", interrupted)
+    monkeypatch.setattr("tfmw_notebook.cluster.runs.sweep.time.sleep", interrupted)
     runner, _ = _runner(["lr=1,2,3"], [_failed("interrupt"), _report([1.0]), _report([1.0])],
                         grace=5.0)
     result = runner.run()

@@ -244,7 +244,7 @@ def check_the_runs(url: str) -> None:
 
 def check_a_failed_record(url: str) -> None:
     """A fit that failed: its run says so (status and error), with the epochs it did."""
-    from tfmw_notebook.cluster import tracking
+    from tfmw_notebook.cluster.runs import tracking
 
     run_id = tracking.log_run({"name": "run-3", "outcome": "failed", "epochs": [1],
                                "history": {"loss": [0.5]}, "error": "ValueError: bad shape",
@@ -258,7 +258,7 @@ def check_a_failed_record(url: str) -> None:
 def test_an_unreachable_uri_is_a_one_line_usage_error_and_keeps_the_settings(terminal_shell,
                                                                             monkeypatch):
     from IPython.core.error import UsageError
-    from tfmw_notebook.cluster.tracking import TrackingSettings
+    from tfmw_notebook.cluster.runs.tracking import TrackingSettings
     from tfmw_notebook.magics.session import NotebookSession
 
     pytest.importorskip("mlflow")

@@ -1,5 +1,5 @@
 """Pure tests of tracking: how a run record becomes MLflow params, metrics and tags
-(cluster/tracking.py, no MLflow imported), and what a non-chief worker does to W&B when a
+(cluster/runs/tracking.py, no MLflow imported), and what a non-chief worker does to W&B when a
 cell imports it (worker/chief_tracking.py, on a fake `wandb`, in a fresh process). The real
 MLflow paths run on 2 workers and a real server in tests/test_tracking.py."""
 
@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from tfmw_notebook.cluster import tracking
+from tfmw_notebook.cluster.runs import tracking
 from tfmw_notebook.errors import BadArgument
 from tfmw_notebook.protocol import checkpoints
 

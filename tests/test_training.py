@@ -130,7 +130,7 @@ def test_the_notebook_waits_without_spinning_while_one_rank_is_still_running(tf_
     out = tf_kernel.ok(
         "import time\n"
         "from tfmw_notebook.cluster import cell_watch\n"
-        "from tfmw_notebook.cluster.limits import POLL_SECONDS\n"
+        "from tfmw_notebook.cluster.launch.limits import POLL_SECONDS\n"
         "from tfmw_notebook.magics.session import active_cluster\n"
         "_looks = []\n"
         "_take_in = cell_watch.CellWatch._take_in\n"

@@ -1,7 +1,7 @@
 """The door between the notebook and the engines' code, checked without engines.
 
 worker/entry.py names every worker function the notebook may call; the notebook's
-side (cluster/worker_calls.py) calls them by those names only. Every name on either
+side (cluster/cells/worker_calls.py) calls them by those names only. Every name on either
 side must match one on the other, and resolving them must not import TensorFlow
 (the notebook resolves nothing itself, but an engine imports these modules before
 its environment for TensorFlow is in place).
@@ -20,7 +20,7 @@ from tfmw_notebook.worker import entry
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WORKER_CALLS = os.path.join(ROOT, "tfmw_notebook", "cluster", "worker_calls.py")
+WORKER_CALLS = os.path.join(ROOT, "tfmw_notebook", "cluster", "cells", "worker_calls.py")
 WORKER_DIR = os.path.join(ROOT, "tfmw_notebook", "worker")
 # Modules that import TensorFlow by design: the Keras callbacks (imported lazily, through
 # keras_callbacks.py) and the engine's start-up, which begins TensorFlow's import at once.
@@ -85,6 +85,8 @@ def called_entries() -> list[str]:
             on_self = isinstance(node.func.value, ast.Name) and node.func.value.id == "self"
             if on_self and method in ("each", "_same", "_one") and args and _string(args[0]):
                 names.append(_string(args[0]))
+            elif on_self and method == "_broadcast" and len(args) >= 2 and _string(args[1]):
+                names.append(_string(args[1]))   # (ids, entry, ...)
             elif (method == "apply_async" and len(args) >= 2
                   and isinstance(args[0], ast.Name) and args[0].id == "call"
                   and _string(args[1])):

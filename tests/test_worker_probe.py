@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from tfmw_notebook.cluster.worker_probe import grpc_verdict, judge
+from tfmw_notebook.cluster.cells.worker_probe import grpc_verdict, judge
 from tfmw_notebook.protocol.tfconfig import EngineReport
 
 pytestmark = pytest.mark.timeout(300)

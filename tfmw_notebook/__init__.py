@@ -5,8 +5,8 @@ same machinery as a Python API. Importing this package does not import
 TensorFlow: only the workers do.
 """
 
-from .cluster.run_settings import RunSettings
-from .cluster.runs import Runs, list_runs
+from .cluster.cells.run_settings import RunSettings
+from .cluster.runs.runs import Runs, list_runs
 from .cluster.tfcluster import RunResult, TFCluster
 from .errors import ClusterSetupError, Failure, NoClusterError, TFDistError, WorkerFailed
 from .magics.checkpoint_loader import load_into_notebook as load_checkpoint

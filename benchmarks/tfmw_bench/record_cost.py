@@ -24,7 +24,7 @@ _writes: list[tuple[float, int]] = []   # each CellRuns.write here: (seconds, re
 
 def clock_record_writes() -> None:
     """Time every CellRuns.write (the magic writes each fit's record through it)."""
-    from tfmw_notebook.cluster import run_capture
+    from tfmw_notebook.cluster.runs import run_capture
 
     real = run_capture.CellRuns.write
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from ipyparallel.serialize import serialize_object
 
 from ..errors import BadArgument, remote_summary
-from .cell_syntax import checked_source
-from .run_settings import RunSettings
+from .cells.cell_syntax import checked_source
+from .cells.run_settings import RunSettings
 
 if TYPE_CHECKING:
     from .tfcluster import TFCluster

@@ -19,24 +19,24 @@ from ..protocol.devices import AUTO, GpusPerWorker, check_gpus_per_worker, devic
 from ..protocol.run_options import CellOptions, FitState
 from ..protocol.tempdirs import remove_worker_tempdir
 from ..protocol.tfconfig import KERAS_VERSIONS, EngineReport, launch_environment
-from . import host_capacity
-from .beat_jitter import BeatJitter
-from .cell_syntax import CellSource, checked_source
-from .cell_watch import CellWatch, RunResult
+from .cells.beat_jitter import BeatJitter
+from .cells.cell_syntax import CellSource, checked_source
+from .cells.cell_watch import CellWatch, RunResult
+from .cells.recovery import Recovery, notice
+from .cells.restarts import Restarts
+from .cells.run_settings import RunSettings
+from .cells.state_log import KeptState, RestoreReport, merge_fit_records
+from .cells.worker_calls import diagnose_cell
 from .diagnosis import Diagnosis, WorkerTimings
-from .engines import EngineGroup, is_this_host, pid_alive
 from .function_calls import run_function
-from .limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
-from .private_network import network_for_workers
-from .recovery import Recovery, notice
-from .restarts import Restarts
-from .run_history import RunHistory, metrics_of
-from .run_settings import RunSettings
-from .runs import Runs, list_runs
-from .state_log import KeptState, RestoreReport, merge_fit_records
-from .sweep_trials import Sweeps
+from .launch import host_capacity
+from .launch.engines import EngineGroup, is_this_host, pid_alive
+from .launch.limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
+from .launch.private_network import network_for_workers
+from .runs.run_history import RunHistory, metrics_of
+from .runs.runs import Runs, list_runs
+from .runs.sweep_trials import Sweeps
 from .worker_access import WorkerAccess
-from .worker_calls import diagnose_cell
 from .worker_setup import Addressing, make_workers
 
 COMMUNICATIONS = ("auto", "ring", "nccl")

@@ -12,11 +12,11 @@ from typing import Any
 from ..errors import BadArgument, NoClusterError
 from ..protocol.devices import describe_devices
 from ..protocol.tfconfig import EngineReport, local_ranks
-from .cell_watch import dead_ranks
+from .cells.cell_watch import dead_ranks
+from .cells.state_log import KeptState
+from .cells.worker_calls import WorkerCalls
 from .data.shard_sets import ShardSet, deliver, large_values
-from .engines import EngineGroup, is_this_host
-from .state_log import KeptState
-from .worker_calls import WorkerCalls
+from .launch.engines import EngineGroup, is_this_host
 
 
 class WorkerAccess:

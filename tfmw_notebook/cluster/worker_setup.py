@@ -15,8 +15,8 @@ from ..errors import ClusterSetupError
 from ..protocol import devices, tfconfig
 from ..protocol.devices import GpusPerWorker
 from ..protocol.tfconfig import EngineReport
-from .engines import EngineGroup
-from .worker_calls import WorkerCalls
+from .cells.worker_calls import WorkerCalls
+from .launch.engines import EngineGroup
 
 
 @dataclass(frozen=True)

@@ -7,10 +7,10 @@ import sys
 
 from IPython.core.error import UsageError
 
-from ..cluster import tracking
-from ..cluster.cell_syntax import CellSource, checked_source, magics_called
-from ..cluster.run_capture import CellRuns, FitCapture, cluster_facts
-from ..cluster.run_settings import RunSettings
+from ..cluster.cells.cell_syntax import CellSource, checked_source, magics_called
+from ..cluster.cells.run_settings import RunSettings
+from ..cluster.runs import tracking
+from ..cluster.runs.run_capture import CellRuns, FitCapture, cluster_facts
 from ..cluster.tfcluster import RemoteValue, TFCluster
 from ..errors import TFDistError, WorkerFailed, remote_summary
 from ..protocol import checkpoints, records

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from IPython.core.error import UsageError
 
-from ..cluster.shrink import floor_problem
+from ..cluster.cells.shrink import floor_problem
 from ..cluster.tfcluster import TFCluster
 from ..widgets.figures import import_matplotlib_in_background
 from .base import CommandBase

@@ -13,8 +13,8 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import MagicArgumentParser
 
-from ..cluster import tracking as tracking_settings
-from ..cluster.limits import DEFAULT_TIMEOUT
+from ..cluster.launch.limits import DEFAULT_TIMEOUT
+from ..cluster.runs import tracking as tracking_settings
 from ..cluster.tfcluster import COMMUNICATIONS, DEFAULT_KERAS
 from ..protocol.devices import AUTO
 from ..protocol.run_options import MONITOR_MODES

@@ -6,7 +6,7 @@ import os
 
 from IPython.core.error import UsageError
 
-from ..cluster.runs import Runs, list_runs, static_bundle
+from ..cluster.runs.runs import Runs, list_runs, static_bundle
 from ..protocol import checkpoints
 from .base import CommandBase
 from .checkpoint_commands import picker_actions

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cluster.tracking import TrackingSettings
+from ..cluster.runs.tracking import TrackingSettings
 
 
 @dataclass

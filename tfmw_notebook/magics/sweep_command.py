@@ -1,6 +1,6 @@
 """`%%tfdist --sweep NAME=VALUES ...`: the cell once per combination, on the same workers.
 
-Thin: the plan and the trials' rules are the cluster layer's (cluster/sweep.py); each
+Thin: the plan and the trials' rules are the cluster layer's (cluster/runs/sweep.py); each
 trial is the cell run once by `CellCommand._run_cell`, as any cell (dashboard,
 checkpoints, recovery after a failure), after its values were bound on every worker.
 Each trial keeps its own dashboard under the sweep's table: the curves of a trial
@@ -15,8 +15,8 @@ import sys
 
 from IPython.core.error import UsageError
 
-from ..cluster.sweep import SweepPlan, SweepResult, SweepRunner, Trial
-from ..cluster.sweep_trials import trial_directory
+from ..cluster.runs.sweep import SweepPlan, SweepResult, SweepRunner, Trial
+from ..cluster.runs.sweep_trials import trial_directory
 from ..errors import WorkerFailed
 from ..protocol import checkpoints, records
 from ..protocol.run_options import TrialMonitor

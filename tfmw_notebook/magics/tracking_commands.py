@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from IPython.core.error import UsageError
 
-from ..cluster import tracking
+from ..cluster.runs import tracking
 from .base import CommandBase
 
 

@@ -2,7 +2,7 @@
 
 The notebook sends `call` itself (by reference: this module is installed on every
 engine) with an entry's name; the engine imports the worker module the entry
-names, there, and calls it. cluster/worker_calls.py holds the other side: one typed
+names, there, and calls it. cluster/cells/worker_calls.py holds the other side: one typed
 method per entry. Frames of this package's worker code are dropped from the
 tracebacks shown to the user (errors.py).
 """

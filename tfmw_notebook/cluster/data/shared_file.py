@@ -16,7 +16,7 @@ import uuid
 from ...errors import BadArgument
 from ...protocol import shard_layout
 from ...protocol.shard_layout import FILE_PREFIX, SharedBlock
-from ..engines import pid_alive
+from ..launch.engines import pid_alive
 from .split import Parts
 
 _ALIGN = 64   # each block starts on a cache line (and any dtype's alignment)

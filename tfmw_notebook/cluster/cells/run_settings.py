@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from ..errors import BadArgument
-from ..protocol.run_options import CellOptions, StallLimits
+from ...errors import BadArgument
+from ...protocol.run_options import CellOptions, StallLimits
 
 
 @dataclass(frozen=True)

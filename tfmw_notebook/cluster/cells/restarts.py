@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import cast
 
-from ..errors import BadArgument
-from ..protocol.tfconfig import KERAS_VERSIONS, EngineReport, keras_environment
-from . import host_capacity
-from .engines import EngineGroup, relaunch_environment
+from ...errors import BadArgument
+from ...protocol.tfconfig import KERAS_VERSIONS, EngineReport, keras_environment
+from ..launch import host_capacity
+from ..launch.engines import EngineGroup, relaunch_environment
 from .interrupt_hold import one_interrupt_held
 from .recovery import Recovery, WorkerGroup
 from .state_log import KeptState, RestoreReport

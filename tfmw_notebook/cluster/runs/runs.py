@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..protocol import checkpoints, records
+from ...protocol import checkpoints, records
 
 
 class Runs:
@@ -44,7 +44,7 @@ class Runs:
         except ImportError:
             raise ImportError("to_dataframe() needs pandas: pip install pandas "
                               "(records() gives the same data as dicts)") from None
-        from ..widgets import run_table
+        from ...widgets import run_table
 
         metrics = run_table.metric_names(self._records)
         rows = [run_table.row(record, metrics) for record in self._records]
@@ -65,7 +65,7 @@ class Runs:
         bundle = {"text/plain": repr(self)}
         if not self._records:
             return bundle
-        from ..widgets import runs_view
+        from ...widgets import runs_view
 
         if self._view is None:      # for code: the table and the figure, no widgets
             return {**bundle, **static_bundle(runs_view.static_html(self._records))}

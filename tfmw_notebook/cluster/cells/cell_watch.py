@@ -13,7 +13,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ..errors import (
+from ...errors import (
     Failure,
     WorkerFailed,
     headed,
@@ -21,13 +21,13 @@ from ..errors import (
     remote_summary,
     remote_traceback,
 )
-from ..protocol.run_options import FitState
-from ..protocol.tfconfig import EngineReport
+from ...protocol.run_options import FitState
+from ...protocol.tfconfig import EngineReport
+from ..launch.engines import EngineGroup, is_this_host, pid_alive
+from ..launch.launched_engines import exit_code
+from ..launch.limits import POLL_SECONDS, SILENCE_SECONDS
 from . import death_cause, worker_probe
 from .beat_jitter import BeatJitter
-from .engines import EngineGroup, is_this_host, pid_alive
-from .launched_engines import exit_code
-from .limits import POLL_SECONDS, SILENCE_SECONDS
 from .liveness import SILENT, SilenceWatch, StallWatch
 from .output import OutputRelay
 from .run_settings import RunSettings

@@ -22,10 +22,10 @@ from ipyparallel.cluster.launcher import SSHLauncher, ipengine_cmd_argv
 from IPython.core.profiledir import ProfileDir, ProfileDirError
 from IPython.paths import get_ipython_dir
 
-from ..errors import ClusterSetupError
-from ..protocol.engine_standin import SOCKET_VARIABLE
-from ..protocol.orphan_guard import launched_by_this_process
-from ..protocol.tempdirs import remove_worker_tempdir
+from ...errors import ClusterSetupError
+from ...protocol.engine_standin import SOCKET_VARIABLE
+from ...protocol.orphan_guard import launched_by_this_process
+from ...protocol.tempdirs import remove_worker_tempdir
 from .fork_server import STANDIN_COMMAND, ForkServer
 from .launched_engines import ended_engines
 from .limits import POLL_SECONDS
@@ -40,7 +40,7 @@ _log = logging.getLogger("tfmw_notebook")
 # start an interpreter and import ipyparallel while the engines import TensorFlow.
 _CONTROLLER_ARGS = ["--HeartMonitor.period=250", "--HeartMonitor.max_heartmonitor_misses=20",
                     "--IPController.use_threads=True"]
-_CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.cluster.controller"]
+_CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.cluster.launch.controller"]
 # Our engines: ipyparallel's, with TensorFlow's import begun at once (worker/engine_main.py).
 _ENGINE_COMMAND = [sys.executable, "-m", "tfmw_notebook.worker.engine_main"]
 _PROBE_SECONDS = 3.0   # a connect to the controller that takes longer counts as no answer

@@ -9,9 +9,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Protocol
 
-from ..errors import BadArgument
-from ..protocol.run_options import CellOptions, TrialMonitor
-from .run_settings import RunSettings
+from ...errors import BadArgument
+from ...protocol.run_options import CellOptions, TrialMonitor
+from ..cells.run_settings import RunSettings
 from .sweep import RunTrial, SweepPlan, SweepResult, SweepRunner, Trial
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..errors import TFDistError
-from ..protocol.events import new_events
-from ..widgets.metrics import MetricsStore
-from .cell_watch import RunResult
+from ...errors import TFDistError
+from ...protocol.events import new_events
+from ...widgets.metrics import MetricsStore
+from ..cells.cell_watch import RunResult
 
 
 def metrics_of(result: RunResult) -> MetricsStore | None:

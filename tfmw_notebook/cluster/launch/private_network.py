@@ -189,7 +189,7 @@ def network_for_workers(isolate: bool = True) -> PrivateNetwork | None:
     except IsolationUnavailable as why:
         if not _warned:
             # Imported here: this module also runs as a file of its own (tests/test_isolation.py)
-            from ..errors import for_caller
+            from ...errors import for_caller
 
             _warned.append(str(why))
             sys.stderr.write(for_caller(

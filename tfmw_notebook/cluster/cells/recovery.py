@@ -15,9 +15,9 @@ import sys
 import time
 from typing import Any, Protocol
 
-from ..errors import ClusterSetupError, Failure, TFDistError, WorkerFailed, for_caller
-from ..protocol.run_options import CellOptions, FitState
-from ..protocol.tfconfig import EngineReport
+from ...errors import ClusterSetupError, Failure, TFDistError, WorkerFailed, for_caller
+from ...protocol.run_options import CellOptions, FitState
+from ...protocol.tfconfig import EngineReport
 from .cell_watch import RunResult
 from .interrupt_hold import one_interrupt_held
 from .run_settings import RunSettings

@@ -26,8 +26,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from ..errors import BadArgument
-from ..protocol.checkpoints import CheckpointInfo, list_checkpoints, read_checkpoint
+from ...errors import BadArgument
+from ...protocol.checkpoints import CheckpointInfo, list_checkpoints, read_checkpoint
 
 BACKENDS = ("mlflow", "off")
 DEFAULT_EXPERIMENT = "tfdist"

@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..errors import ClusterSetupError, remote_summary
-from ..protocol.run_options import CellOptions, FitState
-from ..worker.entry import call
-from .engines import EngineGroup
+from ...errors import ClusterSetupError, remote_summary
+from ...protocol.run_options import CellOptions, FitState
+from ...worker.entry import call
+from ..launch.engines import EngineGroup
 
 
 class WorkerCalls:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from ..protocol.tfconfig import EngineReport
+from ...protocol.tfconfig import EngineReport
 
 
 def survivors(workers: Sequence[EngineReport], lost_hosts: Sequence[str]) -> list[EngineReport]:

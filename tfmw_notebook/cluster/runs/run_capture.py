@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import WorkerFailed
-from ..protocol import checkpoints, records
-from ..protocol.devices import devices_line
+from ...errors import WorkerFailed
+from ...protocol import checkpoints, records
+from ...protocol.devices import devices_line
 
 
 class FitCapture:

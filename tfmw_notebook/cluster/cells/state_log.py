@@ -13,7 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from .data.shard_sets import ShardSets
+from ..data.shard_sets import ShardSets
 
 
 @dataclass(frozen=True)
@@ -115,7 +115,7 @@ class KeptState:
         """The FitState for the next cell: where its fits write what they ended with."""
         import tempfile
 
-        from ..protocol.run_options import FitState
+        from ...protocol.run_options import FitState
 
         if not self.enabled:
             return FitState()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from ..protocol.events import HEARTBEAT_SECONDS
+from ...protocol.events import HEARTBEAT_SECONDS
 
 GAPS_KEPT = 512    # the most recent gaps, all ranks together
 QUANTILE = 0.95

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 
-from ..protocol import engine_standin
+from ...protocol import engine_standin
 
 _log = logging.getLogger("tfmw_notebook")
 # The engine command while a fork server runs: the stand-in, by path and isolated, so it

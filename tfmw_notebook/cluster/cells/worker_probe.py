@@ -22,8 +22,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
-from ..protocol.tfconfig import EngineReport
-from .engines import is_this_host, pid_alive
+from ...protocol.tfconfig import EngineReport
+from ..launch.engines import is_this_host, pid_alive
 
 Verdict = Literal["busy", "gone", "stopped", "unreachable"]
 CONNECT_SECONDS = 1.0   # for the host to accept a connection (its kernel answers)

@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import WorkerFailed
-from ..protocol import checkpoints
-from ..protocol.run_options import MONITOR_MODES, TrialMonitor, is_worse
+from ...errors import WorkerFailed
+from ...protocol import checkpoints
+from ...protocol.run_options import MONITOR_MODES, TrialMonitor, is_worse
+from ..cells.interrupt_hold import presses_held
 from . import median_rule, sweep_space
-from .interrupt_hold import presses_held
 
 INTERRUPT_GRACE = 3.0   # seconds after an interrupted trial in which another ends the sweep
 PRUNE_RULES = ("median",)

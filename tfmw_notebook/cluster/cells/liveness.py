@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..protocol.events import ALIVE_KEY, FRAMEWORK, HEARTBEAT_SECONDS, WHERE_KEY
+from ...protocol.events import ALIVE_KEY, FRAMEWORK, HEARTBEAT_SECONDS, WHERE_KEY
 from .beat_jitter import BeatJitter
 
 # Where a busy rank is, for StallWatch: its heartbeat, which says where, cannot run.

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from IPython.core.inputtransformer2 import TransformerManager
 
-from ..errors import BadArgument
+from ...errors import BadArgument
 
 _MAGIC_CALLS = {"run_line_magic": "%", "run_cell_magic": "%%"}
 

@@ -13,7 +13,7 @@ import signal
 import subprocess
 from dataclasses import dataclass
 
-from .memory_cgroups import V2, memory_cgroup_dirs
+from ..launch.memory_cgroups import V2, memory_cgroup_dirs
 
 _KERNEL_LOG_SECONDS = 2.0
 

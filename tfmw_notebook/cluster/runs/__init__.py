@@ -1,0 +1,1 @@
+"""What training leaves to compare: run records, sweeps and experiment tracking."""
