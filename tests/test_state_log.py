@@ -4,7 +4,12 @@ import os
 import types
 
 import pytest
-from tfmw_notebook.cluster.cells.state_log import FitRecord, RestoreReport, StateLog, merge_fit_records
+from tfmw_notebook.cluster.cells.state_log import (
+    FitRecord,
+    RestoreReport,
+    StateLog,
+    merge_fit_records,
+)
 from tfmw_notebook.magics.hints import missing_name_hint
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]

@@ -59,9 +59,7 @@ class WorkerAccess:
                     self.kept.shards.drop_unheld(whole)
         rest = {name: value for name, value in namespace.items() if name not in large}
         if rest:
-            # One request, handed to every worker by the controller's broadcast scheduler.
-            view = self._group.client.broadcast_view([w.engine_id for w in self.workers])
-            view.push(rest, block=False).get(timeout=self.timeout)
+            self.calls.push([w.engine_id for w in self.workers], rest)
             self.kept.shards.forget(rest)
             self.state_log.add_push(rest)
 

@@ -43,7 +43,18 @@ class WorkerCalls:
         one AsyncResult per engine, in the order of `ids`."""
         client = self.group.client
         sent = client.broadcast_view(ids).apply_async(call, entry, *args)
-        return [client.get_result(msg_id, block=False) for msg_id in sent.msg_ids]
+        futures = [client.get_result(msg_id, block=False) for msg_id in sent.msg_ids]
+        for msg_id in sent.msg_ids:
+            forget_when_done(client, msg_id)
+        return futures
+
+    def push(self, ids: list[int], namespace: dict[str, Any]) -> None:
+        """Bind `namespace`'s names on every engine of `ids`: one request, however many."""
+        client = self.group.client
+        sent = client.broadcast_view(ids).push(namespace, block=False)
+        for msg_id in sent.msg_ids:
+            forget_when_done(client, msg_id)
+        sent.get(timeout=self.timeout)
 
     def _gather(self, ids: list[int], futures: list, what: str, timeout: float | None) -> list:
         timeout = self.timeout if timeout is None else timeout
@@ -129,6 +140,17 @@ class WorkerCalls:
 
     def diagnose_results(self, ids: list[int]) -> list[dict]:
         return self._same("diagnose_result", ids, what="lookup")
+
+
+def forget_when_done(client, msg_id: str) -> None:
+    """Drop a broadcast reply's future from the client once it resolves, as ipyparallel
+    does for a direct call's (not for a broadcast's). Else a reply that arrives after the
+    future was failed for an engine the hub gave up on (its host cut off, then back) is set
+    a second time: the error, raised in the client's reply stream, stalls every later reply
+    on it (measured: the resize after such a host came back waited for its replies forever)."""
+    future = client._futures.get(msg_id)
+    if future is not None:
+        future.add_done_callback(lambda _: client._futures.pop(msg_id, None))
 
 
 def diagnose_cell(model: str | None, data: str | None, batch_size: int | None,
