@@ -129,7 +129,7 @@ def test_the_notebook_waits_without_spinning_while_one_rank_is_still_running(tf_
     (it once spun on the finished rank's future, a core the last rank needed)."""
     out = tf_kernel.ok(
         "import time\n"
-        "from tfmw_notebook.cluster import cell_watch\n"
+        "from tfmw_notebook.cluster.cells import cell_watch\n"
         "from tfmw_notebook.cluster.launch.limits import POLL_SECONDS\n"
         "from tfmw_notebook.magics.session import active_cluster\n"
         "_looks = []\n"
