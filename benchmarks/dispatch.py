@@ -13,7 +13,8 @@ in one run; with `--tfmw`, on the engines of a TFCluster, next to tfmw's trivial
 - tfmw cell (`--tfmw`): `cluster.run("x = 1")`, the whole trivial cell as a notebook runs it.
 
 For each: the median round trip and the notebook's CPU per call (its process time), with
-ratios against direct. Where N engines share few cores, the engines' own turns bound the
+ratios against direct, and the CPU per call of the processes the notebook started (the
+controller and the engines). Where N engines share few cores, the engines' own turns bound the
 round trip whatever the notebook sends: compare wall and notebook CPU.
 """
 
@@ -24,6 +25,7 @@ import statistics
 import time
 
 import ipyparallel as ipp
+import psutil
 
 
 def noop(source, filename, display):
@@ -31,18 +33,32 @@ def noop(source, filename, display):
     return None
 
 
-def measure(send, calls: int) -> tuple[list[float], float]:
-    """Round trips (ms) of `calls` sends, and the notebook's CPU ms per send."""
+def measure(send, calls: int) -> tuple[list[float], float, float]:
+    """Round trips (ms) of `calls` sends; the notebook's CPU ms per send, and the CPU ms
+    per send of the processes it started (controller and engines)."""
+    cluster = psutil.Process().children(recursive=True)
     walls = []
-    cpu_began = time.process_time()
+    cpu_began, cluster_began = time.process_time(), _cpu_seconds(cluster)
     for _ in range(calls):
         began = time.perf_counter()
         send()
         walls.append((time.perf_counter() - began) * 1000)
-    return walls, (time.process_time() - cpu_began) * 1000 / calls
+    return (walls, (time.process_time() - cpu_began) * 1000 / calls,
+            (_cpu_seconds(cluster) - cluster_began) * 1000 / calls)
 
 
-def run_size(n: int, calls: int, rounds: int, tfmw: bool) -> dict[str, tuple[float, float]]:
+def _cpu_seconds(processes) -> float:
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
+def run_size(n: int, calls: int, rounds: int, tfmw: bool) -> dict[str, tuple]:
     if not tfmw:
         # Engines start at about 1.5 a second on 2 cores: the wait grows with N.
         with ipp.Cluster(n=n, log_level=40, engine_timeout=60 + 2 * n) as client:
@@ -79,13 +95,15 @@ def compare(client, ids: list[int], extra: dict, calls: int, rounds: int) -> dic
         measure(send, 5)
     walls: dict[str, list[float]] = {name: [] for name in ways}
     cpus: dict[str, list[float]] = {name: [] for name in ways}
+    others: dict[str, list[float]] = {name: [] for name in ways}
     for _ in range(rounds):         # interleaved, so a slow spell hits all of them
         for name, send in ways.items():
-            wall, cpu = measure(send, calls)
+            wall, cpu, other = measure(send, calls)
             walls[name] += wall
             cpus[name].append(cpu)
-    return {name: (statistics.median(walls[name]), statistics.median(cpus[name]))
-            for name in ways}
+            others[name].append(other)
+    return {name: (statistics.median(walls[name]), statistics.median(cpus[name]),
+                   statistics.median(others[name])) for name in ways}
 
 
 def main() -> None:
@@ -97,13 +115,13 @@ def main() -> None:
                         help="on a TFCluster's engines, with tfmw's trivial cell")
     args = parser.parse_args()
     print(f"{'N':>4} {'way':<11} {'round trip':>11} {'vs direct':>9} "
-          f"{'notebook CPU':>13} {'vs direct':>9}")
+          f"{'notebook CPU':>13} {'vs direct':>9} {'cluster CPU':>12}")
     for n in args.sizes:
         results = run_size(n, args.calls, args.rounds, args.tfmw)
-        base_wall, base_cpu = results["direct"]
-        for name, (wall, cpu) in results.items():
+        base_wall, base_cpu, _ = results["direct"]
+        for name, (wall, cpu, other) in results.items():
             print(f"{n:>4} {name:<11} {wall:>8.1f} ms {wall / base_wall:>8.2f}x "
-                  f"{cpu:>10.1f} ms {cpu / base_cpu:>8.2f}x", flush=True)
+                  f"{cpu:>10.1f} ms {cpu / base_cpu:>8.2f}x {other:>9.1f} ms", flush=True)
 
 
 if __name__ == "__main__":
