@@ -79,3 +79,19 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.cluster)
         if item.get_closest_marker("scale") is not None and not scale_asked:
             item.add_marker(pytest.mark.skip(reason="a scale test: run with `pytest -m scale`"))
+
+
+_MACHINE_SHARE = pytest.StashKey()
+
+
+def pytest_configure(config):
+    from machine_share import MachineShare
+
+    config.stash[_MACHINE_SHARE] = MachineShare(config)
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Outside the timeout plugin's timer: waiting for the test beside is not this test's time."""
+    with item.config.stash[_MACHINE_SHARE].around(item, nextitem):
+        yield
