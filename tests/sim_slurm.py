@@ -165,6 +165,9 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 GresTypes=gpu
 ReturnToService=2
+# slurmctld pings its nodes every third of this: a node cut off and back (test_slurm's
+# shrink) answers within 10 s, not the default's 100 s, and its resources are freed then.
+SlurmdTimeout=30
 # A cancelled job's processes get SIGTERM, then SIGKILL this many seconds later.
 KillWait=2
 SchedulerParameters=sched_interval=1

@@ -20,7 +20,8 @@ from kernel_session import kernel_with_extension
 from recipe_cluster import RecipeIpcluster, named_at
 from sim_hosts import sim_hosts_or_skip
 from sim_mpi import MpiHosts, ensure_openmpi
-from test_multihost import FIT_WITH_MARKER, QUICK_FIT, host_pids, status, wait_for
+from test_multihost import FIT_WITH_MARKER, QUICK_FIT, REDUCE, host_pids, status, wait_for
+from test_multihost_ssh import cut_once_training
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -167,6 +168,40 @@ def test_killed_rank_is_named_with_its_host_and_the_fit_completes_in_a_new_mpi_j
     wait_for(lambda: not set(job_processes(sim)) & old, 15, "the old MPI job to be gone")
     assert len(daemons(sim)) == len(sim.hosts), job_processes(sim)
     print(f"MPI: killed rank named in {noticed:.2f} s; --max-restarts 1 fit {took:.1f} s")
+
+
+def test_min_workers_goes_on_in_a_job_on_the_host_left_and_resize_grows_back(
+        sim, ipcluster, kernel, tmp_path):
+    """A floor of 1 of the 2 workers (`cluster.min_workers`, as `--min-workers 1` sets it);
+    simhost1, the hostfile's first host and the chief's, cut off mid-fit: the cell completes
+    on simhost2's worker, restarted through mpiexec told that host alone (`--host
+    simhost2:1` beside the recipe's hostfile; without it, mpiexec would put the one engine
+    on the first host); once simhost1 is back, `resize -n 2` starts a job on both again."""
+    ipcluster.wait_past_early_shutdown()
+    cut, left = sim.hosts
+    kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
+              "active_cluster().min_workers = 1")
+    kernel.ok("%%tfdist\n" + QUICK_FIT)
+    marker = str(tmp_path / "cut")
+    code = FIT.format(flags=" --max-restarts 1", rank=0, marker=marker, epochs=6,
+                      action="pass")
+    cutter = cut_once_training(sim, cut, marker)
+    try:
+        out = kernel.execute(code, timeout=240)
+        cutter.join(timeout=30)
+        assert out.status == "ok", out.error_text + out.stderr[-3000:] + ipcluster.output()
+        assert "going on with the 1 worker of the hosts left" in out.stderr, out.stderr
+        rows = status(kernel)
+        assert [row["host"] for row in rows] == [left.hostname], rows
+    finally:
+        sim.link_up(cut)
+    kernel.ok("%tfdist resize -n 2", timeout=240)
+    rows = status(kernel)
+    assert [row["host"] for row in rows] == [h.hostname for h in sim.hosts], rows
+    assert kernel.ok(REDUCE, timeout=60).results[-1]["text/plain"] == "2.0"
+    # The engine left running on the cut-off host ends once it is back (its job is gone).
+    workers = {row["pid"] for row in rows}
+    wait_for(lambda: engine_pids(sim) == workers, 30, "only the workers' engines to run")
 
 
 def test_stop_lets_go_of_the_mpi_job_and_ipcluster_stop_ends_it(sim, ipcluster, kernel):

@@ -21,7 +21,8 @@ from kernel_session import kernel_with_extension
 from recipe_cluster import RecipeIpcluster, named_at
 from sim_hosts import sim_hosts_or_skip
 from sim_slurm import SlurmHosts, ensure_slurm, remove_leftovers
-from test_multihost import FIT_WITH_MARKER, QUICK_FIT, status, wait_for
+from test_multihost import FIT_WITH_MARKER, QUICK_FIT, REDUCE, status, wait_for
+from test_multihost_ssh import cut_once_training
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -120,6 +121,47 @@ def test_killed_engine_is_named_with_host_and_job_and_the_fit_completes_via_sbat
     assert new_job != old_job
     assert [row["host"] for row in status(kernel)] == ["simhost2"] * 2 + ["simhost3"] * 2
     print(f"Slurm: killed engine named in {noticed:.2f} s; --max-restarts 1 fit {took:.1f} s")
+
+
+def test_min_workers_goes_on_in_a_job_on_the_node_left_and_resize_grows_back(
+        slurm, kernel, tmp_path):
+    """A floor of 2 of the 4 workers (`cluster.min_workers`, as `--min-workers 2` sets it);
+    simhost3 cut off mid-fit: the cell completes on simhost2's 2 workers, restarted through
+    sbatch in a job told that node alone (`--nodelist`, beside the recipe's sbatch options);
+    once simhost3 is back, `resize -n 4` submits a job on both nodes again."""
+    old_job = running_job(slurm)
+    cut = slurm.nodes[1]
+    kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
+              "active_cluster().min_workers = 2")
+    kernel.ok("%%tfdist\n" + QUICK_FIT)
+    marker = str(tmp_path / "cut")
+    code = FIT.format(flags=" --max-restarts 1", rank=2, marker=marker, epochs=6,
+                      action="pass")
+    cutter = cut_once_training(slurm.sim, cut, marker)
+    try:
+        began = time.monotonic()
+        out = kernel.execute(code, timeout=240)
+        took = time.monotonic() - began
+        cutter.join(timeout=30)
+        assert out.status == "ok", out.error_text + out.stderr[-3000:]
+        assert "going on with the 2 workers of the hosts left" in out.stderr, out.stderr
+        assert [row["host"] for row in status(kernel)] == ["simhost2"] * 2
+        running = {job: nodes for job, (state, nodes) in slurm.jobs().items()
+                   if state == "RUNNING"}
+        assert list(running.values()) == ["simhost2"] and old_job not in running, \
+            slurm.jobs()
+        (shrunk_job,) = running
+        shown = slurm.run(["scontrol", "show", "job", shrunk_job]).stdout
+        assert "ReqNodeList=simhost2 " in shown and "TimeLimit=02:00:00" in shown, shown
+    finally:
+        slurm.sim.link_up(cut)
+    print(f"Slurm: went on with the node left, the cell took {took:.1f} s")
+    began = time.monotonic()
+    kernel.ok("%tfdist resize -n 4", timeout=240)
+    print(f"Slurm: resize -n 4 once simhost3 was back {time.monotonic() - began:.1f} s")
+    assert running_job(slurm) not in (old_job, *running)
+    assert [row["host"] for row in status(kernel)] == ["simhost2"] * 2 + ["simhost3"] * 2
+    assert kernel.ok(REDUCE, timeout=60).results[-1]["text/plain"] == "4.0"
 
 
 def test_stop_lets_go_of_the_slurm_job_and_attach_finds_it_again(slurm, kernel):

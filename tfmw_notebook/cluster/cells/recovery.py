@@ -95,7 +95,8 @@ class Recovery:
             return None
         before, hosts = len(cluster.workers), ", ".join(failure.lost_hosts)
         grow = f"once {hosts} can be reached, `cluster.resize(n={before})` grows it back"
-        notice(f"tfdist: {failure.summary}; going on with the {len(left)} workers of the "
+        workers = f"{len(left)} workers" if len(left) > 1 else "1 worker"
+        notice(f"tfdist: {failure.summary}; going on with the {workers} of the "
                f"hosts left (`min_workers={cluster.min_workers}`); {grow}...")
         log = cluster.state_log.snapshot()
         with one_interrupt_held("restarting the workers on the hosts left"):

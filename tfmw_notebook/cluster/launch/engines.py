@@ -29,6 +29,7 @@ from ...protocol.tempdirs import remove_worker_tempdir
 from .fork_server import STANDIN_COMMAND, ForkServer
 from .launched_engines import ended_engines
 from .limits import POLL_SECONDS
+from .placement import launcher_name, placed
 from .private_network import PrivateNetwork
 from .standby import WarmStandby
 
@@ -283,8 +284,8 @@ class EngineGroup:
     def restart(self, n: int, *, timeout: float, hosts: Sequence[str] = (),
                 place: dict[str, int] | None = None) -> list[int]:
         """`n` fresh engine processes (spares first, if any); returns their ids (`hosts`:
-        see check_restartable). `place`: {host: count}, given to a launcher that starts
-        engines by host (SSH); others place the engines themselves."""
+        see check_restartable). `place`: {host: count}, where the launcher is told to put
+        them (placement.py)."""
         cluster = self.check_restartable(hosts)
         self._retired.update(self.ids)
         self.ids = []
@@ -310,10 +311,10 @@ class EngineGroup:
             old_sets = set(cluster.engines)
             if needed > coming:
                 cluster.start_engines_sync(needed - coming,
-                                           **self._engine_kwargs, **_placed(cluster, place))
+                                           **self._engine_kwargs, **placed(cluster, place))
         except Exception as exc:  # the launcher's own failure: say whose it is
             raise ClusterSetupError(
-                f"ipyparallel's {_launcher_name(cluster)} could not start engines again "
+                f"ipyparallel's {launcher_name(cluster)} could not start engines again "
                 f"({exc!r}): "
                 "start the cluster again (e.g. `ipcluster start`), then `TFCluster.attach()`"
             ) from None
@@ -513,17 +514,6 @@ def _fork_server(cluster: ipp.Cluster, network: PrivateNetwork | None,
                                         **forks.engine_environment()}
         engine_kwargs["engine_cmd"] = prefix + STANDIN_COMMAND
     return forks
-
-
-def _placed(cluster: ipp.Cluster, place: dict[str, int] | None) -> dict:
-    """The launcher's keyword for where its engines go: the SSH launcher's `engines`."""
-    by_host = "ssh" in _launcher_name(cluster).lower()
-    return {"engines": dict(place)} if place and by_host else {}
-
-
-def _launcher_name(cluster: ipp.Cluster) -> str:
-    launcher = cluster.engine_launcher_class
-    return getattr(launcher, "__name__", str(launcher))
 
 
 def _connect(connect, where: str) -> ipp.Client:
