@@ -1,4 +1,6 @@
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -7,9 +9,13 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-# Keep ipyparallel's profiles, cluster files and logs out of the user's ~/.ipython.
+# Keep ipyparallel's profiles, cluster files and logs out of the user's ~/.ipython, and each
+# process of the run out of the other's: xdist's processes inherit the environment of the
+# process that starts them, which has run this file already (two recipe tests writing the
+# same profile's ipcluster_config.py at once failed a CI run).
 _IPYTHONDIR = tempfile.mkdtemp(prefix="tfmw-test-ipython-")
-os.environ.setdefault("IPYTHONDIR", _IPYTHONDIR)
+os.environ["IPYTHONDIR"] = _IPYTHONDIR
+atexit.register(shutil.rmtree, _IPYTHONDIR, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
