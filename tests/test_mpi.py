@@ -21,7 +21,7 @@ from recipe_cluster import RecipeIpcluster, named_at
 from sim_hosts import sim_hosts_or_skip
 from sim_mpi import MpiHosts, ensure_openmpi
 from test_multihost import FIT_WITH_MARKER, QUICK_FIT, REDUCE, host_pids, status, wait_for
-from test_multihost_ssh import cut_once_training
+from test_multihost_ssh import fit_cut_off_midway
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -179,16 +179,8 @@ def test_min_workers_goes_on_in_a_job_on_the_host_left_and_resize_grows_back(
     on the first host); once simhost1 is back, `resize -n 2` starts a job on both again."""
     ipcluster.wait_past_early_shutdown()
     cut, left = sim.hosts
-    kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
-              "active_cluster().min_workers = 1")
-    kernel.ok("%%tfdist\n" + QUICK_FIT)
-    marker = str(tmp_path / "cut")
-    code = FIT.format(flags=" --max-restarts 1", rank=0, marker=marker, epochs=6,
-                      action="pass")
-    cutter = cut_once_training(sim, cut, marker)
     try:
-        out = kernel.execute(code, timeout=240)
-        cutter.join(timeout=30)
+        out = fit_cut_off_midway(kernel, sim, cut, rank=0, min_workers=1, tmp_path=tmp_path)
         assert out.status == "ok", out.error_text + out.stderr[-3000:] + ipcluster.output()
         assert "going on with the 1 worker of the hosts left" in out.stderr, out.stderr
         rows = status(kernel)

@@ -191,6 +191,21 @@ def cut_once_training(sim, host, marker: str) -> threading.Thread:
     return cutter
 
 
+def fit_cut_off_midway(kernel, sim, host, *, rank: int, min_workers: int, tmp_path):
+    """A floor of `min_workers` (`cluster.min_workers`, as `--min-workers` sets it), then a
+    fit under `--max-restarts 1` during which `host` is cut off once worker `rank` is
+    training. The link stays down: the caller brings it back. Returns the cell's output."""
+    kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
+              f"active_cluster().min_workers = {min_workers}")
+    kernel.ok("%%tfdist\n" + QUICK_FIT)
+    marker = str(tmp_path / "cut")
+    code = FIT_WITH_MARKER.format(rank=rank, marker=marker, epochs=6, action="pass")
+    cutter = cut_once_training(sim, host, marker)
+    out = kernel.execute("%%tfdist --max-restarts 1\n" + code, timeout=240)
+    cutter.join(timeout=30)
+    return out
+
+
 def test_ssh_launcher_cluster_trains_across_two_hosts(sim, kernel, ipcluster):
     began = time.monotonic()
     out = kernel.ok(ATTACH, timeout=180)
@@ -275,15 +290,8 @@ def test_min_workers_goes_on_with_the_host_left_and_resize_grows_back(sim, kerne
     BackupAndRestore backup); the run record notes it; `resize -n 4` grows back."""
     ipcluster.wait_past_early_shutdown()
     cut = sim.hosts[1]
-    kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
-              "active_cluster().min_workers = 2")
-    marker = str(tmp_path / "cut")
-    code = FIT_WITH_MARKER.format(rank=2, marker=marker, epochs=6, action="pass")
-    kernel.ok("%%tfdist\n" + QUICK_FIT)
-    cutter = cut_once_training(sim, cut, marker)
     try:
-        out = kernel.execute("%%tfdist --max-restarts 1\n" + code, timeout=240)
-        cutter.join(timeout=30)
+        out = fit_cut_off_midway(kernel, sim, cut, rank=2, min_workers=2, tmp_path=tmp_path)
         assert out.status == "ok", out.stderr[-3000:]
         assert "going on with the 2 workers of the hosts left" in out.stderr, out.stderr
         rows = status(kernel)

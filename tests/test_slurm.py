@@ -22,7 +22,7 @@ from recipe_cluster import RecipeIpcluster, named_at
 from sim_hosts import sim_hosts_or_skip
 from sim_slurm import SlurmHosts, ensure_slurm, remove_leftovers
 from test_multihost import FIT_WITH_MARKER, QUICK_FIT, REDUCE, status, wait_for
-from test_multihost_ssh import cut_once_training
+from test_multihost_ssh import fit_cut_off_midway
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -131,18 +131,11 @@ def test_min_workers_goes_on_in_a_job_on_the_node_left_and_resize_grows_back(
     once simhost3 is back, `resize -n 4` submits a job on both nodes again."""
     old_job = running_job(slurm)
     cut = slurm.nodes[1]
-    kernel.ok("from tfmw_notebook.magics.session import active_cluster\n"
-              "active_cluster().min_workers = 2")
-    kernel.ok("%%tfdist\n" + QUICK_FIT)
-    marker = str(tmp_path / "cut")
-    code = FIT.format(flags=" --max-restarts 1", rank=2, marker=marker, epochs=6,
-                      action="pass")
-    cutter = cut_once_training(slurm.sim, cut, marker)
     try:
         began = time.monotonic()
-        out = kernel.execute(code, timeout=240)
+        out = fit_cut_off_midway(kernel, slurm.sim, cut, rank=2, min_workers=2,
+                                 tmp_path=tmp_path)
         took = time.monotonic() - began
-        cutter.join(timeout=30)
         assert out.status == "ok", out.error_text + out.stderr[-3000:]
         assert "going on with the 2 workers of the hosts left" in out.stderr, out.stderr
         assert [row["host"] for row in status(kernel)] == ["simhost2"] * 2
