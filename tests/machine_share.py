@@ -65,11 +65,8 @@ class MachineShare:
         if self.room_path is None:
             yield
             return
-        if _alone(item):
-            if not self.exclusive:
-                self._take_exclusive()
-        else:
-            self._take_shared()
+        if not self.exclusive:
+            self._take(exclusive=_alone(item))
         try:
             yield
         finally:
@@ -81,19 +78,16 @@ class MachineShare:
         assert path is not None
         return os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
 
-    def _take_shared(self) -> None:
+    def _take(self, *, exclusive: bool) -> None:
         self.turnstile, self.room = self._open(self.turnstile_path), self._open(self.room_path)
         deadline = time.monotonic() + WAIT_S
         _lock(self.turnstile, fcntl.LOCK_EX, deadline)
-        _lock(self.room, fcntl.LOCK_SH, deadline)
-        fcntl.flock(self.turnstile, fcntl.LOCK_UN)
-
-    def _take_exclusive(self) -> None:
-        self.turnstile, self.room = self._open(self.turnstile_path), self._open(self.room_path)
-        deadline = time.monotonic() + WAIT_S
-        _lock(self.turnstile, fcntl.LOCK_EX, deadline)  # held: no new test starts beside it
-        _lock(self.room, fcntl.LOCK_EX, deadline)       # the test beside it has ended
-        self.exclusive = True
+        if exclusive:    # the turnstile stays held: no new test starts beside it
+            _lock(self.room, fcntl.LOCK_EX, deadline)    # the test beside it has ended
+            self.exclusive = True
+        else:
+            _lock(self.room, fcntl.LOCK_SH, deadline)
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
 
     def _release(self) -> None:
         for fd in (self.room, self.turnstile):
