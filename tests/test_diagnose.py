@@ -87,7 +87,7 @@ def test_a_tiny_model_with_a_small_batch_is_communication_bound(kernel):
 
 
 def test_a_wide_model_with_a_large_batch_is_compute_bound(kernel):
-    diagnosis, _ = diagnose(kernel, "model, data = job(1024, 2048)\n"
+    diagnosis, _ = diagnose(kernel, "model, data = job(512, 2048)\n"
                                     "model.fit(data, epochs=1, steps_per_epoch=3, verbose=0)",
                             line="%tfdist diagnose --steps 10")
     print(diagnosis)

@@ -92,7 +92,7 @@ def state_on_every_worker(kernel):
                     "]))", timeout=60)
     rows = [json.loads(line.split("STATE ", 1)[1]) for line in out.stdout.splitlines()
             if "STATE " in line]
-    assert len(rows) == 2, out.stdout
+    assert len(rows) == 2, f"stdout: {out.stdout!r}\nstderr: {out.stderr!r}"
     return rows
 
 
