@@ -63,7 +63,7 @@ def test_program(clusters, name):
     cluster = clusters.get(program.KERAS)
     def reference_run():
         return harness.OneProcessRun(program, f"{cluster.directory}/{name}/one-process",
-                                     cluster.legacy_keras)
+                                     cluster.legacy_keras, cluster.zygote())
 
     # Alongside the workers, unless the two would share files by absolute path; then
     # each starts without the files the other (or an earlier run) left there.

@@ -34,6 +34,7 @@ TESTS = os.path.dirname(HERE)
 if TESTS not in sys.path:
     sys.path.insert(0, TESTS)
 
+from corpus.reference_zygote import ForkedRun, Zygote  # noqa: E402
 from kernel_session import KernelSession, kernel_with_cluster  # noqa: E402
 
 PREFIXES = ("tf_", "kio_", "ext_")
@@ -171,6 +172,7 @@ class CorpusCluster:
                  silence: float | None = None):
         self.mode = mode
         self.directory = directory
+        self._zygote: Zygote | None = None
         os.makedirs(directory, exist_ok=True)
         self._context = kernel_with_cluster(directory, workers=workers, flags=MODES[mode])
         self.kernel: KernelSession = self._context.__enter__()
@@ -219,8 +221,19 @@ class CorpusCluster:
         self.kernel.ok(f"_corpus_clean()\nimport os as _corpus_os\n_corpus_os.chdir({workers!r})")
         return directory
 
+    def zygote(self) -> Zygote:
+        """Where this mode's one-process runs are forked from (started at the first)."""
+        if self._zygote is None:
+            self._zygote = Zygote(reference_environment(self.legacy_keras),
+                                  log=os.path.join(self.directory, "reference-zygote.log"))
+        return self._zygote
+
     def close(self) -> None:
-        self._context.__exit__(None, None, None)
+        try:
+            if self._zygote is not None:
+                self._zygote.close()
+        finally:
+            self._context.__exit__(None, None, None)
 
 
 def _first_line(text: str) -> str:
@@ -271,24 +284,25 @@ class OneProcessRun:
     workers: it waits on the workers' cells' dispatch and collectives fill (measured: the
     reference, run after the workers, was 16-20 s of a 36-60 s program)."""
 
-    def __init__(self, program: ModuleType, directory: str, legacy_keras: str | None):
+    def __init__(self, program: ModuleType, directory: str, legacy_keras: str | None,
+                 zygote: Zygote | None = None):
         os.makedirs(os.path.join(directory, "tmp"), exist_ok=True)
-        env = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
-        env.pop("TF_USE_LEGACY_KERAS", None)
-        if legacy_keras is not None:
-            env["TF_USE_LEGACY_KERAS"] = legacy_keras
-        env["TMPDIR"] = os.path.join(directory, "tmp")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")]))
+        temp = {"TMPDIR": os.path.join(directory, "tmp")}
         spec = os.path.join(directory, "spec.json")
         with open(spec, "w") as f:
             json.dump({"sources": one_process_source(program), "loss": program.LOSS,
                        "replicas": reference_replicas(program)}, f)
         # Files, not pipes: a program that prints much must not wait for a reader.
         self._output = [os.path.join(directory, name) for name in ("stdout", "stderr")]
+        if zygote is not None:
+            self.process: subprocess.Popen | ForkedRun = zygote.run(
+                spec, directory, *self._output, temp)
+            return
         with open(self._output[0], "w") as stdout, open(self._output[1], "w") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "corpus.one_process", spec], stdin=subprocess.DEVNULL,
-                stdout=stdout, stderr=stderr, cwd=directory, env=env)
+                stdout=stdout, stderr=stderr, cwd=directory,
+                env={**reference_environment(legacy_keras), **temp})
 
     def result(self, timeout: float = REFERENCE_TIMEOUT) -> ReferenceRun:
         """Its result, waiting at most `timeout` seconds more for it."""
@@ -311,6 +325,16 @@ class OneProcessRun:
     def kill(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
+
+
+def reference_environment(legacy_keras: str | None) -> dict[str, str]:
+    """The environment of a one-process run: no TF_CONFIG, the workers' Keras."""
+    env = {key: value for key, value in os.environ.items() if key != "TF_CONFIG"}
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    if legacy_keras is not None:
+        env["TF_USE_LEGACY_KERAS"] = legacy_keras
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [TESTS, env.get("PYTHONPATH")]))
+    return env
 
 
 def absolute_paths(program: ModuleType) -> set[str]:

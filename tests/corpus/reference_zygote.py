@@ -1,0 +1,172 @@
+"""One-process reference runs forked from a process that has imported TensorFlow once:
+`python -m corpus.reference_zygote`, one per Keras mode (the mode is read at import).
+
+Each corpus program's reference would otherwise start a Python that imports TensorFlow,
+Keras, pandas and IPython again (~8 CPU-s on 2 cores, beside the workers). Nothing here
+starts TensorFlow's runtime, threads that hold locks, or an event loop before a fork, so
+each child begins as a fresh process would, with the program's own modules still to run.
+
+Protocol, a JSON line per run on stdin: {"spec", "cwd", "stdout", "stderr", "env"}; the
+zygote answers "pid N" once the child runs and "exit CODE" when it ended. EOF ends it.
+`Zygote` is the test's side: it starts one and hands out `ForkedRun`s, which wait and
+kill as the `subprocess.Popen` of a fresh reference process would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+# What the programs import at their start; imported here once, before any fork.
+WARM_MODULES = ("tensorflow", "keras", "numpy", "pandas", "matplotlib.pyplot",
+                "IPython.core.interactiveshell")
+
+
+def _warm_up() -> None:
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    for name in WARM_MODULES:
+        __import__(name)
+    if os.environ.get("TF_USE_LEGACY_KERAS") == "1":
+        __import__("tf_keras")
+
+
+def _run_child(request: dict) -> None:
+    """In the child: the request's directory, output files and environment, then the
+    reference run (corpus.one_process); never returns."""
+    code = 1
+    try:
+        os.chdir(request["cwd"])
+        null = os.open(os.devnull, os.O_RDONLY)   # the zygote's requests are not the child's
+        os.dup2(null, 0)
+        os.close(null)
+        for target, path in ((1, request["stdout"]), (2, request["stderr"])):
+            descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.dup2(descriptor, target)
+            os.close(descriptor)
+        os.environ.update(request["env"])
+        tempfile.tempdir = None          # TMPDIR is read again, as at a process's start
+        sys.argv = ["corpus.one_process", request["spec"]]
+        from corpus import one_process
+
+        one_process.main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def serve() -> None:
+    _warm_up()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _run_child(request)
+        print(f"pid {pid}", flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(f"exit {os.waitstatus_to_exitcode(status)}", flush=True)
+
+
+class Zygote:
+    """A running zygote (the test's side): `run` forks a reference from it."""
+
+    def __init__(self, env: dict[str, str], log: str, timeout: float = 120.0):
+        with open(log, "w") as stderr:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "corpus.reference_zygote"], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=stderr, env=env)
+        self._log = log
+        self._pending = b""
+        self._expect("ready", timeout)
+
+    def run(self, spec: str, cwd: str, stdout: str, stderr: str,
+            env: dict[str, str]) -> ForkedRun:
+        request = {"spec": spec, "cwd": cwd, "stdout": stdout, "stderr": stderr, "env": env}
+        self.process.stdin.write((json.dumps(request) + "\n").encode())
+        self.process.stdin.flush()
+        pid = int(self._expect("pid", 30.0))
+        return ForkedRun(self, pid, ["corpus.one_process", spec])
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=30)
+
+    def _expect(self, word: str, timeout: float) -> str:
+        """The rest of the zygote's next line, which must start with `word`."""
+        line = self._line(time.monotonic() + timeout)
+        if line is None or not line.startswith(word):
+            with open(self._log, errors="replace") as f:
+                log = f.read()[-4000:]
+            raise RuntimeError(f"the reference zygote said {line!r}, not {word!r}:\n{log}")
+        return line[len(word):].strip()
+
+    def _line(self, deadline: float) -> str | None:
+        """The next line, or None at the deadline."""
+        descriptor = self.process.stdout.fileno()
+        while b"\n" not in self._pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([descriptor], [], [], remaining)[0]:
+                return None
+            chunk = os.read(descriptor, 4096)
+            if not chunk:
+                raise RuntimeError(f"the reference zygote ended (code {self.process.wait()}); "
+                                   f"its log: {self._log}")
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return line.decode()
+
+
+class ForkedRun:
+    """One forked reference, waited for and killed as a `subprocess.Popen`."""
+
+    def __init__(self, zygote: Zygote, pid: int, args: list[str]):
+        self._zygote, self.pid, self.args = zygote, pid, args
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
+            line = self._zygote._line(deadline)
+            if line is None:
+                raise subprocess.TimeoutExpired(self.args, timeout)
+            if not line.startswith("exit "):
+                raise RuntimeError(f"the reference zygote said {line!r}, not 'exit'")
+            self.returncode = int(line[len("exit "):])
+        return self.returncode
+
+    def poll(self) -> int | None:
+        try:
+            return self.wait(0)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    serve()
