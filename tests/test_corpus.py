@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import subprocess
 
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
@@ -105,6 +106,34 @@ def test_programs_do_not_see_each_others_names(clusters):
               "__import__('probe_module').VALUE]")
     assert cluster.pull("_corpus_seen") == [[False, 2], [False, 2]]
     assert "leaked_here" not in kernel.ok("print(sorted(globals()))").stdout
+
+
+class _Napping:
+    DATA, LOSS, ONE_PROCESS = "import os, time", "float(len(os.listdir('.')))", {}
+    CELLS = ["open('mine', 'w').close()\ntime.sleep(600)"]
+
+
+class _Quick(_Napping):
+    CELLS = ["open('mine', 'w').close()"]
+
+
+@pytest.mark.timeout(300)
+def test_a_killed_forked_reference_leaves_the_zygote_ready_for_the_next(tmp_path):
+    """The zygote's runs, as test_program uses them: one killed mid-run (as when the
+    workers' run failed), then the next program's, whose result and files are its own."""
+    zygote = harness.Zygote(harness.reference_environment(None), log=str(tmp_path / "log"))
+    try:
+        napping = harness.OneProcessRun(_Napping, str(tmp_path / "napping"), None, zygote)
+        with pytest.raises(subprocess.TimeoutExpired):
+            napping.process.wait(timeout=20)   # the import, the fork, the nap
+        napping.kill()
+        assert napping.process.returncode == -9
+        quick = harness.OneProcessRun(_Quick, str(tmp_path / "quick"), None, zygote).result(120)
+    finally:
+        zygote.close()
+    # Its directory held spec.json, stdout, stderr and tmp when it listed it, then `mine`.
+    assert (quick.error, quick.loss) == ("", 5.0), quick.output
+    assert zygote.process.returncode == 0
 
 
 # -- the programs' format (no engines) --------------------------------------------------

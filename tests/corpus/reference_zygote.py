@@ -6,8 +6,9 @@ Keras, pandas and IPython again (~8 CPU-s on 2 cores, beside the workers). Nothi
 starts TensorFlow's runtime, threads that hold locks, or an event loop before a fork, so
 each child begins as a fresh process would, with the program's own modules still to run.
 
-Protocol, a JSON line per run on stdin: {"spec", "cwd", "stdout", "stderr", "env"}; the
-zygote answers "pid N" once the child runs and "exit CODE" when it ended. EOF ends it.
+Protocol: the zygote says "ready" once it has imported; then a JSON line per run on stdin
+({"spec", "cwd", "stdout", "stderr", "env"}), answered "pid N" once the child runs and
+"exit CODE" when it ended, one run at a time. EOF ends it.
 `Zygote` is the test's side: it starts one and hands out `ForkedRun`s, which wait and
 kill as the `subprocess.Popen` of a fresh reference process would.
 """
@@ -85,24 +86,24 @@ def serve() -> None:
 
 
 class Zygote:
-    """A running zygote (the test's side): `run` forks a reference from it."""
+    """A zygote (the test's side), importing from its start on; `run` forks a reference
+    from it, or queues the request while the imports go on: nothing here waits for them."""
 
-    def __init__(self, env: dict[str, str], log: str, timeout: float = 120.0):
+    def __init__(self, env: dict[str, str], log: str):
         with open(log, "w") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "corpus.reference_zygote"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=stderr, env=env)
         self._log = log
         self._pending = b""
-        self._expect("ready", timeout)
+        self._ready = False
 
     def run(self, spec: str, cwd: str, stdout: str, stderr: str,
             env: dict[str, str]) -> ForkedRun:
         request = {"spec": spec, "cwd": cwd, "stdout": stdout, "stderr": stderr, "env": env}
         self.process.stdin.write((json.dumps(request) + "\n").encode())
         self.process.stdin.flush()
-        pid = int(self._expect("pid", 30.0))
-        return ForkedRun(self, pid, ["corpus.one_process", spec])
+        return ForkedRun(self, ["corpus.one_process", spec])
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -113,21 +114,26 @@ class Zygote:
             self.process.kill()
             self.process.wait(timeout=30)
 
-    def _expect(self, word: str, timeout: float) -> str:
-        """The rest of the zygote's next line, which must start with `word`."""
-        line = self._line(time.monotonic() + timeout)
-        if line is None or not line.startswith(word):
-            with open(self._log, errors="replace") as f:
-                log = f.read()[-4000:]
-            raise RuntimeError(f"the reference zygote said {line!r}, not {word!r}:\n{log}")
+    def expect(self, word: str, deadline: float) -> str | None:
+        """The rest of the zygote's next line (after its "ready"), which must start with
+        `word`; None at the deadline."""
+        line = self._line(deadline)
+        if line == "ready" and not self._ready:
+            self._ready = True
+            line = self._line(deadline)
+        if line is None:
+            return None
+        if not line.startswith(word):
+            raise RuntimeError(f"the reference zygote said {line!r}, not {word!r}; its log: "
+                               f"{self._log}")
         return line[len(word):].strip()
 
     def _line(self, deadline: float) -> str | None:
         """The next line, or None at the deadline."""
         descriptor = self.process.stdout.fileno()
         while b"\n" not in self._pending:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([descriptor], [], [], remaining)[0]:
+            remaining = max(0.0, deadline - time.monotonic())
+            if not select.select([descriptor], [], [], remaining)[0]:
                 return None
             chunk = os.read(descriptor, 4096)
             if not chunk:
@@ -141,19 +147,20 @@ class Zygote:
 class ForkedRun:
     """One forked reference, waited for and killed as a `subprocess.Popen`."""
 
-    def __init__(self, zygote: Zygote, pid: int, args: list[str]):
-        self._zygote, self.pid, self.args = zygote, pid, args
+    def __init__(self, zygote: Zygote, args: list[str]):
+        self._zygote, self.args = zygote, args
+        self.pid: int | None = None
         self.returncode: int | None = None
 
     def wait(self, timeout: float | None = None) -> int:
+        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
         if self.returncode is None:
-            deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
-            line = self._zygote._line(deadline)
-            if line is None:
+            if self.pid is None:
+                self._take_pid(deadline, timeout)
+            code = self._zygote.expect("exit", deadline)
+            if code is None:
                 raise subprocess.TimeoutExpired(self.args, timeout)
-            if not line.startswith("exit "):
-                raise RuntimeError(f"the reference zygote said {line!r}, not 'exit'")
-            self.returncode = int(line[len("exit "):])
+            self.returncode = int(code)
         return self.returncode
 
     def poll(self) -> int | None:
@@ -164,8 +171,18 @@ class ForkedRun:
 
     def kill(self) -> None:
         if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                if self.pid is None:   # still importing: the fork is a minute away at most
+                    self._take_pid(time.monotonic() + 60, 60)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
+                self.wait(30)   # its "exit" line, which the next run must not read
+
+    def _take_pid(self, deadline: float, timeout: float | None) -> None:
+        pid = self._zygote.expect("pid", deadline)
+        if pid is None:
+            raise subprocess.TimeoutExpired(self.args, timeout)
+        self.pid = int(pid)
 
 
 if __name__ == "__main__":
