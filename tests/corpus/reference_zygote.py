@@ -41,8 +41,8 @@ def _warm_up() -> None:
 
 def _run_child(request: dict) -> None:
     """In the child: the request's directory, output files and environment, then the
-    reference run (corpus.one_process); never returns."""
-    code = 1
+    reference run (corpus.one_process, which reports a program's own errors itself);
+    never returns."""
     try:
         os.chdir(request["cwd"])
         null = os.open(os.devnull, os.O_RDONLY)   # the zygote's requests are not the child's
@@ -58,16 +58,18 @@ def _run_child(request: dict) -> None:
         from corpus import one_process
 
         one_process.main()
-        code = 0
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:
         traceback.print_exc()
-    finally:
-        with contextlib.suppress(BaseException):
-            sys.stdout.flush()
-            sys.stderr.flush()
-        os._exit(code)
+        _leave(1)
+    _leave(0)
+
+
+def _leave(code: int) -> None:
+    """End the child now: what it printed is flushed, the zygote's exit handlers are not run."""
+    with contextlib.suppress(BaseException):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)
 
 
 def serve() -> None:
