@@ -222,6 +222,28 @@ PartitionName=sim Nodes={self._node_list()} Default=YES MaxTime=INFINITE State=U
         states = dict(line.split() for line in done.stdout.splitlines() if line.strip())
         return all(states.get(n.hostname) == "idle" for n in self.nodes)
 
+    def node_state(self, node: SimHost) -> str:
+        done = self.run(["sinfo", "-h", "-N", "-n", node.hostname, "-o", "%T"], timeout=10)
+        return done.stdout.strip()
+
+    def return_to_service(self, node: SimHost, timeout: float = 60) -> str:
+        """What an administrator does for a node that was cut off mid-job and is back: down,
+        then resume. Returns the node's state before.
+
+        By itself Slurm frees such a node only when the ended job's terminate message gets
+        through (slurmctld retries it every 60 s) or when the node was silent long enough to
+        be marked down (SlurmdTimeout): 30 to 120 s here, and beyond a resize's wait on a
+        loaded machine. That wait is Slurm's, not tfmw's; a test that needs the node again
+        takes it back this way."""
+        before = self.node_state(node)
+        for state in ("State=DOWN Reason=back_from_a_cut", "State=RESUME"):
+            done = self.run(["scontrol", "update", f"NodeName={node.hostname}", *state.split()])
+            if done.returncode != 0:
+                raise RuntimeError(f"scontrol update {state} failed: {done.stderr.strip()}")
+        self._wait(lambda: self.node_state(node) == "idle", time.monotonic() + timeout,
+                   f"{node.hostname} to be idle again")
+        return before
+
     def run(self, argv: list[str], timeout: float = 30) -> subprocess.CompletedProcess:
         """A Slurm client command on the login node (this machine)."""
         return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
