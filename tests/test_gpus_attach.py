@@ -10,6 +10,8 @@ CUDA_VISIBLE_DEVICES=2,3 on the engines (3 GPUs: only "2" is a GPU, too few; the
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from tfmw_notebook import ClusterSetupError, TFCluster
 
@@ -49,8 +51,24 @@ def externals(ipython_dir, tmp_path_factory):
 
 
 def attach(external: ExternalCluster) -> TFCluster:
-    return TFCluster.attach(profile=external.profile, cluster_id=external.cluster_id, n=2,
-                            timeout=120)
+    try:
+        return TFCluster.attach(profile=external.profile, cluster_id=external.cluster_id, n=2,
+                                timeout=120)
+    except ClusterSetupError as exc:
+        if "did not finish" not in str(exc):
+            raise
+        # Once seen in a whole-suite run, never alone: the engines' side, for the next time.
+        raise AssertionError(f"{exc}\n{cluster_logs(external)}") from exc
+
+
+def cluster_logs(external: ExternalCluster) -> str:
+    """ipcluster's output, then the tail of its controller's and engines' log files."""
+    parts = [f"ipcluster:\n{external.log()}"]
+    log_dir = os.path.join(external.profile_dir, "log")
+    for name in sorted(os.listdir(log_dir)) if os.path.isdir(log_dir) else []:
+        with open(os.path.join(log_dir, name), errors="replace") as f:
+            parts.append(f"{name}:\n{f.read()[-3000:]}")
+    return "\n".join(parts)
 
 
 def test_uneven_then_even_gpus_on_attach_with_the_start_line_and_status(externals,

@@ -63,13 +63,24 @@ class WorkerCalls:
         for engine_id, future in zip(ids, futures):
             if not future.wait(max(0.0, deadline - time.monotonic())):
                 raise ClusterSetupError(f"engine {engine_id} did not finish the {what} within "
-                                        f"{timeout:g} s; raise the timeout or check that engine")
+                                        f"{timeout:g} s ({self._standing(engine_id)}); raise "
+                                        "the timeout or check that engine")
             try:
                 results.append(future.get())
             except Exception as exc:
                 raise ClusterSetupError(
                     f"{what} failed on engine {engine_id}: {remote_summary(exc)}") from None
         return results
+
+    def _standing(self, engine_id: int) -> str:
+        """Whether a silent engine is still there: a slow or stuck one is, a dead one is not."""
+        try:
+            registered = engine_id in self.group.registered()
+        except Exception:   # the controller itself is gone: nothing more to say
+            return "the controller does not answer"
+        if registered:
+            return "it is still registered with the controller: busy or stuck"
+        return "it is no longer registered with the controller: its process ended"
 
     def _one(self, entry: str, engine_id: int, *args: Any) -> Any:
         return self.each(entry, [engine_id], [args], what="lookup")[0]

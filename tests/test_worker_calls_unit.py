@@ -1,0 +1,57 @@
+"""What a call into the workers says when an engine does not answer in time: whether it is
+still there (busy or stuck) or gone, from the controller's list of engines."""
+
+from __future__ import annotations
+
+import pytest
+from tfmw_notebook import ClusterSetupError
+from tfmw_notebook.cluster.cells.worker_calls import WorkerCalls
+
+pytestmark = pytest.mark.unit
+
+
+class SilentFuture:
+    def wait(self, timeout: float) -> bool:
+        return False
+
+
+class AnsweredFuture:
+    def wait(self, timeout: float) -> bool:
+        return True
+
+    def get(self) -> str:
+        return "done"
+
+
+class Group:
+    def __init__(self, registered):
+        self._registered = registered
+
+    def registered(self) -> set[int]:
+        if isinstance(self._registered, Exception):
+            raise self._registered
+        return self._registered
+
+
+def silent_engine_error(registered) -> str:
+    calls = WorkerCalls(Group(registered), timeout=0)
+    with pytest.raises(ClusterSetupError) as caught:
+        calls._gather([0, 1], [AnsweredFuture(), SilentFuture()], "handshake", None)
+    return str(caught.value)
+
+
+def test_a_silent_engine_still_registered_is_called_busy_or_stuck():
+    assert silent_engine_error({0, 1}) == (
+        "engine 1 did not finish the handshake within 0 s (it is still registered with the "
+        "controller: busy or stuck); raise the timeout or check that engine")
+
+
+def test_a_silent_engine_gone_from_the_controller_is_called_ended():
+    message = silent_engine_error({0})
+    assert "engine 1 did not finish the handshake within 0 s (it is no longer registered " \
+           "with the controller: its process ended)" in message
+    assert "\n" not in message
+
+
+def test_a_controller_that_does_not_answer_is_said_so():
+    assert "(the controller does not answer)" in silent_engine_error(OSError("gone"))
