@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-import subprocess
+import time
 
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
@@ -124,8 +124,12 @@ def test_a_killed_forked_reference_leaves_the_zygote_ready_for_the_next(tmp_path
     zygote = harness.Zygote(harness.reference_environment(None), log=str(tmp_path / "log"))
     try:
         napping = harness.OneProcessRun(_Napping, str(tmp_path / "napping"), None, zygote)
-        with pytest.raises(subprocess.TimeoutExpired):
-            napping.process.wait(timeout=20)   # the import, the fork, the nap
+        mid_run = tmp_path / "napping" / "mine"   # written by the fork, before its nap
+        deadline = time.monotonic() + 120
+        while not mid_run.exists():
+            assert napping.process.poll() is None, napping.process.returncode
+            assert time.monotonic() < deadline, "the forked run never reached its nap"
+            time.sleep(0.1)
         napping.kill()
         assert napping.process.returncode == -9
         quick = harness.OneProcessRun(_Quick, str(tmp_path / "quick"), None, zygote).result(120)
