@@ -291,7 +291,10 @@ def test_min_workers_goes_on_with_the_host_left_and_resize_grows_back(sim, kerne
     ipcluster.wait_past_early_shutdown()
     cut = sim.hosts[1]
     try:
+        began = time.monotonic()
         out = fit_cut_off_midway(kernel, sim, cut, rank=2, min_workers=2, tmp_path=tmp_path)
+        print(f"SSH launcher: went on with the host left, the cell took "
+              f"{time.monotonic() - began:.1f} s")
         assert out.status == "ok", out.stderr[-3000:]
         assert "going on with the 2 workers of the hosts left" in out.stderr, out.stderr
         rows = status(kernel)
@@ -304,7 +307,9 @@ def test_min_workers_goes_on_with_the_host_left_and_resize_grows_back(sim, kerne
             2, 4, [sim.hosts[0].hostname]), noted
     finally:
         sim.link_up(cut)
+    began = time.monotonic()
     out = kernel.ok("%tfdist resize -n 4", timeout=240)
+    print(f"SSH launcher: resize -n 4 once the host was back {time.monotonic() - began:.1f} s")
     assert sorted({row["host"] for row in status(kernel)}) == sorted(h.hostname
                                                                     for h in sim.hosts)
     assert kernel.ok(REDUCE, timeout=60).results[-1]["text/plain"] == "4.0"
