@@ -29,15 +29,15 @@ class _Cluster:
         self.asked: list = []
         self.fail_restart = fail_restart
 
-    def replace_workers(self, size=None, place=None):
-        self.asked.append(("replace", size, place))
+    def replace_workers(self, size=None, place=None, lost_hosts=()):
+        self.asked.append(("replace", size, place, tuple(lost_hosts)))
         if self.fail_restart:
             raise self.fail_restart
         self.workers = [_worker(10 + i, host) for i, host in enumerate(
             host for host, count in (place or {}).items() for _ in range(count))]
 
-    def stop_workers(self):
-        self.asked.append(("stop",))
+    def stop_workers(self, lost_hosts=()):
+        self.asked.append(("stop", tuple(lost_hosts)))
         self.workers = []
 
     def forget_state(self):
@@ -47,6 +47,31 @@ class _Cluster:
 def _lost(host: str) -> WorkerFailed:
     return WorkerFailed(Failure(f"worker 2 (on {host}) not heard from for 6 s", kind="lost",
                                 rank=2, retryable=False, lost_hosts=(host,)))
+
+
+def test_a_lost_host_goes_by_its_name_and_its_workers_addresses():
+    workers = [_worker(0, "a"), EngineReport(engine_id=1, host="b", address="198.18.0.2",
+                                             port=1000, pid=101)]
+    assert shrink.unreachable_names(workers, ["b"]) == {"b", "198.18.0.2"}
+    assert shrink.unreachable_names(workers, []) == set()
+
+
+def test_the_launchers_of_a_lost_host_are_not_asked_to_stop_its_engines():
+    """ssh to a host that is gone waits for its timeouts (minutes by default) and fails."""
+    from types import SimpleNamespace
+
+    from ipyparallel.cluster.launcher import SSHEngineLauncher
+    from tfmw_notebook.cluster.launch.engines import _forget_unreachable
+
+    launchers = {str(i): SSHEngineLauncher(hostname=host)
+                 for i, host in enumerate(["a", "198.18.0.2", "a"])}
+    local = {"0": object()}   # not an SSH launcher: ended through its own process
+    cluster = SimpleNamespace(engines={"ssh": SimpleNamespace(launchers=launchers),
+                                       "local": SimpleNamespace(launchers=local)})
+    _forget_unreachable(cluster, {"b", "198.18.0.2"})
+    assert sorted(launchers) == ["0", "2"] and list(local) == ["0"]
+    _forget_unreachable(cluster, set())
+    assert sorted(launchers) == ["0", "2"]
 
 
 def test_survivors_and_their_placement():
@@ -70,7 +95,7 @@ def test_the_floor_is_checked(floor, workers, expected):
 def test_a_lost_host_with_enough_left_restarts_there_and_may_run_the_cell_again(capsys):
     cluster = _Cluster(["a", "a", "b", "b"], min_workers=2)
     failed = Recovery(cluster).recover(_lost("b"), replay=True)
-    assert cluster.asked == [("replace", 2, {"a": 2}), ("forget",)]
+    assert cluster.asked == [("replace", 2, {"a": 2}, ("b",)), ("forget",)]
     assert failed.recovered and failed.retryable and cluster.resized == (4, 2)
     assert "Went on with 2 of 4 workers (`min_workers=2`), restarted in 1.5 s" in str(failed)
     assert "once b can be reached, `cluster.resize(n=4)` grows it back" in str(failed)
@@ -81,7 +106,7 @@ def test_too_few_left_or_no_floor_stops_every_worker_as_before():
     for floor in (3, None):
         cluster = _Cluster(["a", "a", "b", "b"], min_workers=floor)
         failed = Recovery(cluster).recover(_lost("b"), replay=True)
-        assert cluster.asked == [("stop",)] and not failed.recovered
+        assert cluster.asked == [("stop", ("b",))] and not failed.recovered
         assert "when b can be reached again, run `cluster.restart()`" in str(failed)
 
 

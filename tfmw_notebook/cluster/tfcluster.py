@@ -10,7 +10,7 @@ collectives forever.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import BadArgument, WorkerFailed
@@ -25,6 +25,7 @@ from .cells.cell_watch import CellWatch, RunResult
 from .cells.recovery import Recovery, notice
 from .cells.restarts import Restarts
 from .cells.run_settings import RunSettings
+from .cells.shrink import unreachable_names
 from .cells.state_log import KeptState, RestoreReport, merge_fit_records
 from .cells.worker_calls import diagnose_cell
 from .diagnosis import Diagnosis, WorkerTimings
@@ -262,11 +263,11 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
 
     # -- lifecycle -------------------------------------------------------------
 
-    def replace_workers(self, size: int | None = None,
-                        place: dict[str, int] | None = None) -> None:
+    def replace_workers(self, size: int | None = None, place: dict[str, int] | None = None,
+                        lost_hosts: Sequence[str] = ()) -> None:
         """Kill the workers and bootstrap new ones (running `self.keras`; `size` of them, else
         as many as before; `place`: {host: count} for launchers that place by host); what
-        they held is not brought back.
+        they held is not brought back. Nothing is sent to `lost_hosts` (shrink.py).
 
         Workers that cannot be replaced (attached by url file) are still killed:
         after a failure they sit blocked in collectives, of no use.
@@ -274,18 +275,21 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
         began = time.perf_counter()
         size = self._group_size = size or self.size or self._group_size
         hosts = [w.host for w in self.workers]
-        self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers})
+        unreachable = unreachable_names(self.workers, lost_hosts)
+        self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers}, unreachable)
         self.workers = []
         self.state_log.clear()  # a restore adds back what it replays
-        self._group.restart(size, timeout=self.timeout, hosts=hosts, place=place)
+        self._group.restart(size, timeout=self.timeout, hosts=hosts, place=place,
+                            unreachable=unreachable)
         self._make_workers()
         self.restarts += 1
         self.last_restart_seconds = time.perf_counter() - began
 
-    def stop_workers(self) -> None:
+    def stop_workers(self, lost_hosts: Sequence[str] = ()) -> None:
         """Kill the workers and leave none: `restart` brings the group back later."""
         workers, self.workers = self.workers, []
-        self._group.kill({w.engine_id: (w.host, w.pid) for w in workers})
+        self._group.kill({w.engine_id: (w.host, w.pid) for w in workers},
+                         unreachable_names(workers, lost_hosts))
 
     def stop(self) -> None:
         """End every engine process we started (attached clusters keep theirs)."""

@@ -13,6 +13,7 @@ import dataclasses
 import io
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ...errors import ClusterSetupError, Failure, TFDistError, WorkerFailed, for_caller
@@ -44,9 +45,9 @@ class WorkerGroup(Protocol):
     def run_once(self, source: str, settings: RunSettings, state: FitState) -> RunResult: ...
     def push(self, namespace: dict[str, Any]) -> None: ...
     def deliver_shards(self, shard_set: Any) -> list[dict]: ...
-    def replace_workers(self, size: int | None = None,
-                        place: dict[str, int] | None = None) -> None: ...
-    def stop_workers(self) -> None: ...
+    def replace_workers(self, size: int | None = None, place: dict[str, int] | None = None,
+                        lost_hosts: Sequence[str] = ()) -> None: ...
+    def stop_workers(self, lost_hosts: Sequence[str] = ()) -> None: ...
     def forget_state(self) -> None: ...
 
 
@@ -69,7 +70,7 @@ class Recovery:
             shrunk = self._shrunk(attempt, replay=replay)
             if shrunk is not None:
                 return shrunk
-            self.cluster.stop_workers()
+            self.cluster.stop_workers(failure.lost_hosts)
             hosts = ", ".join(failure.lost_hosts)
             return WorkerFailed(failure, f"{failure.summary}. Every worker was stopped; when "
                                 f"{hosts} can be reached again, run `cluster.restart()` (fresh "
@@ -101,7 +102,8 @@ class Recovery:
         log = cluster.state_log.snapshot()
         with one_interrupt_held("restarting the workers on the hosts left"):
             try:
-                cluster.replace_workers(len(left), place=placement(left))
+                cluster.replace_workers(len(left), place=placement(left),
+                                        lost_hosts=failure.lost_hosts)
             except TFDistError as exc:
                 return WorkerFailed(failure, f"{failure.summary}; the workers could not be "
                                     f"restarted on the hosts left: {exc}")

@@ -22,6 +22,13 @@ def survivors(workers: Sequence[EngineReport], lost_hosts: Sequence[str]) -> lis
     return [worker for worker in workers if worker.host not in lost]
 
 
+def unreachable_names(workers: Sequence[EngineReport], lost_hosts: Sequence[str]) -> set[str]:
+    """Every name a lost host goes by here: its host name and the addresses its workers
+    advertised (a launcher may know it by either)."""
+    lost = set(lost_hosts)
+    return lost | {worker.address for worker in workers if worker.host in lost}
+
+
 def placement(workers: Sequence[EngineReport]) -> dict[str, int]:
     """{host: workers on it}: where a launcher that places engines by host puts them."""
     return dict(Counter(worker.host for worker in workers))

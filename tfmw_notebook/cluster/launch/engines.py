@@ -245,13 +245,15 @@ class EngineGroup:
 
     # -- kill / restart / stop --------------------------------------------------
 
-    def kill(self, pids: dict[int, tuple[str, int]]) -> None:
+    def kill(self, pids: dict[int, tuple[str, int]], unreachable: Collection[str] = ()) -> None:
         """SIGKILL the engines: a collective blocked in C++ ignores anything milder.
 
         `pids` maps engine id -> (host, pid). Local engines are killed directly;
-        remote ones through their nanny.
+        remote ones through their nanny, but for those on `unreachable` hosts (names or
+        addresses of hosts known lost): nothing gets through to them.
         """
-        _kill(self.client, pids)
+        _kill(self.client, {eid: where for eid, where in pids.items()
+                            if where[0] not in unreachable})
         self._retired.update(pids)
 
     def can_restart(self) -> bool:
@@ -282,10 +284,12 @@ class EngineGroup:
         return self.cluster
 
     def restart(self, n: int, *, timeout: float, hosts: Sequence[str] = (),
-                place: dict[str, int] | None = None) -> list[int]:
+                place: dict[str, int] | None = None,
+                unreachable: Collection[str] = ()) -> list[int]:
         """`n` fresh engine processes (spares first, if any); returns their ids (`hosts`:
         see check_restartable). `place`: {host: count}, where the launcher is told to put
-        them (placement.py)."""
+        them (placement.py). `unreachable`: hosts known lost, whose engines the launcher
+        is not asked to stop."""
         cluster = self.check_restartable(hosts)
         self._retired.update(self.ids)
         self.ids = []
@@ -296,6 +300,7 @@ class EngineGroup:
             spares.stale |= reopen   # spares in the old network went with it
             self._retired |= spares.end_old(self.registered(), self._taken())
         else:
+            _forget_unreachable(cluster, unreachable)
             _stop_engine_sets(cluster)
         try:
             if self.network is not None and reopen:
@@ -398,6 +403,21 @@ def _stop_engine_sets(cluster: ipp.Cluster) -> None:
         # The engines were killed already (through their nannies); a launcher that
         # then fails to signal them (SSH: "no such process") has nothing left to stop.
         _log.warning("stopping the old engines through the launcher: %r", exc)
+
+
+def _forget_unreachable(cluster: ipp.Cluster, unreachable: Collection[str]) -> None:
+    """Drop the SSH launchers of engines on hosts known lost from their engine sets: each
+    stop through one would wait for ssh to give up on its host (ServerAliveInterval x
+    ServerAliveCountMax with a shared connection, else the TCP connect timeout, minutes by
+    default), then fail anyway. Their engines end with their host or, once it is back,
+    when their controller's heartbeat no longer reaches them."""
+    if not unreachable:
+        return
+    for engine_set in cluster.engines.values():
+        launchers = getattr(engine_set, "launchers", {})
+        for key, launcher in list(launchers.items()):
+            if isinstance(launcher, SSHLauncher) and launcher.hostname in unreachable:
+                del launchers[key]
 
 
 def _skip_output_fetch(cluster: ipp.Cluster) -> None:
