@@ -409,8 +409,8 @@ def _forget_unreachable(cluster: ipp.Cluster, unreachable: Collection[str]) -> N
     """Drop the SSH launchers of engines on hosts known lost from their engine sets: each
     stop through one would wait for ssh to give up on its host (ServerAliveInterval x
     ServerAliveCountMax with a shared connection, else the TCP connect timeout, minutes by
-    default), then fail anyway. Their engines end with their host or, once it is back,
-    when their controller's heartbeat no longer reaches them."""
+    default), then fail anyway. Workers cut off from their controller while running a cell
+    end themselves (worker/controller_watch.py)."""
     if not unreachable:
         return
     for engine_set in cluster.engines.values():
