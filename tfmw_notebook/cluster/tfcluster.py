@@ -266,18 +266,15 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
     def replace_workers(self, size: int | None = None, place: dict[str, int] | None = None,
                         lost_hosts: Sequence[str] = ()) -> None:
         """Kill the workers and bootstrap new ones (running `self.keras`; `size` of them, else
-        as many as before; `place`: {host: count} for launchers that place by host); what
-        they held is not brought back. Nothing is sent to `lost_hosts` (shrink.py).
-
-        Workers that cannot be replaced (attached by url file) are still killed:
-        after a failure they sit blocked in collectives, of no use.
-        """
+        as many as before; `place`: {host: count} for launchers that place by host; nothing
+        sent to `lost_hosts`); what they held is not brought back. Workers that cannot be
+        replaced (attached by url file) are still killed: after a failure they sit blocked in
+        collectives, of no use."""
         began = time.perf_counter()
         size = self._group_size = size or self.size or self._group_size
-        hosts = [w.host for w in self.workers]
-        unreachable = unreachable_names(self.workers, lost_hosts)
-        self._group.kill({w.engine_id: (w.host, w.pid) for w in self.workers}, unreachable)
-        self.workers = []
+        hosts, unreachable = [w.host for w in self.workers], unreachable_names(
+            self.workers, lost_hosts)
+        self.stop_workers(lost_hosts)
         self.state_log.clear()  # a restore adds back what it replays
         self._group.restart(size, timeout=self.timeout, hosts=hosts, place=place,
                             unreachable=unreachable)

@@ -246,14 +246,10 @@ class EngineGroup:
     # -- kill / restart / stop --------------------------------------------------
 
     def kill(self, pids: dict[int, tuple[str, int]], unreachable: Collection[str] = ()) -> None:
-        """SIGKILL the engines: a collective blocked in C++ ignores anything milder.
-
-        `pids` maps engine id -> (host, pid). Local engines are killed directly;
-        remote ones through their nanny, but for those on `unreachable` hosts (names or
-        addresses of hosts known lost): nothing gets through to them.
-        """
-        _kill(self.client, {eid: where for eid, where in pids.items()
-                            if where[0] not in unreachable})
+        """SIGKILL the engines (a collective blocked in C++ ignores anything milder): `pids`
+        maps engine id -> (host, pid); local ones are killed directly, remote ones through
+        their nanny, unless on `unreachable` hosts (known lost)."""
+        _kill(self.client, pids, unreachable)
         self._retired.update(pids)
 
     def can_restart(self) -> bool:
@@ -288,8 +284,7 @@ class EngineGroup:
                 unreachable: Collection[str] = ()) -> list[int]:
         """`n` fresh engine processes (spares first, if any); returns their ids (`hosts`:
         see check_restartable). `place`: {host: count}, where the launcher is told to put
-        them (placement.py). `unreachable`: hosts known lost, whose engines the launcher
-        is not asked to stop."""
+        them (placement.py); `unreachable`: hosts known lost (_forget_unreachable)."""
         cluster = self.check_restartable(hosts)
         self._retired.update(self.ids)
         self.ids = []
@@ -369,9 +364,12 @@ def _renew_forks(group: EngineGroup, reopened: bool) -> None:
     group.forks = _fork_server(group.cluster, group.network, group._engine_kwargs)
 
 
-def _kill(client: ipp.Client, pids: dict[int, tuple[str, int]]) -> None:
+def _kill(client: ipp.Client, pids: dict[int, tuple[str, int]],
+          unreachable: Collection[str] = ()) -> None:
     remote = []
     for engine_id, (host, pid) in pids.items():
+        if host in unreachable:
+            continue   # its nanny cannot answer: asking costs _SIGNAL_SECONDS
         if is_this_host(host):
             try:
                 os.kill(pid, signal.SIGKILL)
