@@ -1,4 +1,5 @@
 import io
+import threading
 
 import pytest
 from tfmw_notebook.cluster.cells.output import OutputRelay, PrefixedStream
@@ -37,3 +38,37 @@ def test_relay_all_output_shows_every_worker():
     relay = OutputRelay(2, all_output=True, stdout=out, stderr=io.StringIO())
     relay.poll(lambda r: (f"r{r}\n", ""), 2)
     assert out.getvalue() == "[worker 0] r0\n[worker 1] r1\n"
+
+
+class _HeldIoThread:
+    """Stands in for ipykernel's I/O thread: runs what is scheduled only when told."""
+
+    def __init__(self):
+        self.thread = threading.Thread(target=threading.Event().wait, args=(5,), daemon=True)
+        self.thread.start()
+        self.queued = []
+
+    def schedule(self, f):
+        self.queued.append(f)
+
+
+class _StreamOn(io.StringIO):
+    def __init__(self, pub_thread):
+        super().__init__()
+        self.pub_thread = pub_thread
+
+
+def test_output_sent_waits_for_the_io_thread_and_says_when_it_gave_up(monkeypatch):
+    from tfmw_notebook.worker.output_sent import wait_for_output_sent
+
+    monkeypatch.setattr("sys.stdout", io.StringIO())
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    assert wait_for_output_sent(0.01)   # plain streams: written already
+    held = _HeldIoThread()
+    monkeypatch.setattr("sys.stdout", _StreamOn(held))
+    monkeypatch.setattr("sys.stderr", _StreamOn(held))
+    assert not wait_for_output_sent(0.1)
+    assert len(held.queued) == 1   # one marker for both streams: they share the thread
+    # A thread that takes in what is queued 0.1 s later: the wait ends when it does.
+    monkeypatch.setattr(held, "schedule", lambda f: threading.Timer(0.1, f).start())
+    assert wait_for_output_sent(5.0)

@@ -244,7 +244,7 @@ def on_every_worker(kernel, expression: str) -> list:
     out = kernel.ok(f"%%tfdist --all-output\nimport json\nprint('VALUE', json.dumps({expression}))")
     rows = sorted(line.split("] VALUE ", 1) for line in out.stdout.splitlines()
                   if "] VALUE " in line)
-    assert len(rows) == 2, out.stdout
+    assert len(rows) == 2, f"stdout:\n{out.stdout}\nstderr:\n{out.stderr}"
     return [json.loads(value) for _, value in rows]
 
 

@@ -25,6 +25,21 @@ def test_output_streams_with_worker_prefix_chief_stdout_by_default(tf_kernel):
     assert sorted(out.stdout.splitlines()) == ["[worker 0] hello from 0", "[worker 1] hello from 1"]
 
 
+def test_the_last_lines_arrive_when_a_workers_io_thread_is_held_past_the_flush_timeout(
+        tf_kernel):
+    # A busy machine, in small: each worker's I/O thread is held for 3 s while the
+    # engine's own wait for its flush gives up after 0.2 s (10 s normally).
+    out = tf_kernel.ok(
+        "%%tfdist --all-output\nimport sys, time\n"
+        "saved = sys.stdout.flush_timeout, sys.stderr.flush_timeout\n"
+        "sys.stdout.flush_timeout = sys.stderr.flush_timeout = 0.2\n"
+        "sys.stdout.pub_thread.io_loop.add_callback(time.sleep, 3)\n"
+        "print('last line from', tfdist.rank)")
+    tf_kernel.ok("%%tfdist\nsys.stdout.flush_timeout, sys.stderr.flush_timeout = saved")
+    assert sorted(out.stdout.splitlines()) == ["[worker 0] last line from 0",
+                                               "[worker 1] last line from 1"], out.stderr
+
+
 def test_context_and_tf_config(tf_kernel):
     tf_kernel.ok("%%tfdist\nimport os, json\ncfg = json.loads(os.environ['TF_CONFIG'])\n"
                  "me = [tfdist.rank, tfdist.world_size, tfdist.is_chief, cfg['task']['index'],"

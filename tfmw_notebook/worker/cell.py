@@ -13,6 +13,7 @@ from . import (
     chief_writes,
     controller_watch,
     keras_hooks,
+    output_sent,
     shared_directories,
     shared_strategy,
 )
@@ -34,8 +35,8 @@ def run_cell(source: str, filename: str, display_rank: int | None, options: Cell
     data (a mime bundle of strings, which always travels back, unlike the value itself)
     on the worker of rank `display_rank` (every worker gets the same arguments: the
     notebook sends a cell once), what each fit() of the cell ended with, and the
-    chief's run record of each fit (keras_run_record.py; none on the other workers).
-    Exceptions propagate: the client needs them to notice a failed rank.
+    chief's run record of each fit (keras_run_record.py; none on the other workers):
+    exceptions propagate, for the client to notice a failed rank.
     `options` say what the cell's Keras fit/evaluate calls get (reporting,
     checkpoints, backups, a checkpoint to resume from), `state` what they keep
     or give back of their end state: see keras_hooks. With `scope` False the cell
@@ -53,9 +54,8 @@ def run_cell(source: str, filename: str, display_rank: int | None, options: Cell
 
     keras_hooks.configure(options, state)
     namespace = shell.user_ns
-    strategy = shared_strategy.shared_strategy()
     # Steps aside for a scope of another strategy the cell enters (other_strategy_scope.py).
-    in_scope = RunnerScope(strategy) if scope else contextlib.nullcontext()
+    in_scope = RunnerScope(shared_strategy.shared_strategy()) if scope else contextlib.nullcontext()
     try:
         with (Heartbeat(engine_publish(), check=controller_watch.check), in_scope,
               shared_directories.during_cell()):
@@ -66,6 +66,7 @@ def run_cell(source: str, filename: str, display_rank: int | None, options: Cell
             background_writes.wait()
     finally:
         chief_writes.cleanup()   # the other workers' copies of what the cell saved
+        output_sent.wait_for_output_sent()
 
     outcome: dict[str, Any] = {"display": None, "fits": keras_hooks.fit_records(),
                                "runs": keras_hooks.run_records()}
