@@ -17,6 +17,7 @@ import uuid
 import psutil
 import pytest
 from tfmw_notebook import ClusterSetupError, TFCluster
+from tfmw_notebook.errors import BadArgument
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -54,7 +55,7 @@ def _describe(procs) -> list[str]:
 class ExternalCluster:
     """`ipcluster start -n N --profile P --cluster-id ID`, run in the background."""
 
-    def __init__(self, ipython_dir: str, log_dir, n: int = 2):
+    def __init__(self, ipython_dir: str, log_dir, n: int = 2, extra: tuple[str, ...] = ()):
         tag = uuid.uuid4().hex[:8]
         self.n = n
         self.profile = f"tfmw-attach-{tag}"
@@ -67,7 +68,7 @@ class ExternalCluster:
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             _ipcluster_command() + ["start", "-n", str(n), "--profile", self.profile,
-                                    "--cluster-id", self.cluster_id],
+                                    "--cluster-id", self.cluster_id, *extra],
             env=dict(os.environ), stdout=self._log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
@@ -308,6 +309,79 @@ def test_ipcluster_stop_ends_every_process(externals, tmp_path):
     with pytest.raises(ClusterSetupError, match="no ipyparallel controller answered"):
         TFCluster.attach(url_file=saved["api"], timeout=3)
     assert time.monotonic() - began < 15
+
+
+# On an engine: (TensorFlow imported and its start-up import thread done, pid).
+_SPARE_STATE = ("('tensorflow' in __import__('sys').modules and not any(t.name == "
+                "'tfmw-preimport' for t in __import__('threading').enumerate()), "
+                "__import__('os').getpid())")
+
+
+def _warm_spares(group) -> list[int] | None:
+    """The pids of the group's registered spares once each has TensorFlow imported (its
+    start-up import thread done); None before."""
+    spares = group.standby.spares(group.registered(), group._taken())
+    if not spares:
+        return None
+    states = group.client[spares].apply_sync(eval, _SPARE_STATE)
+    return sorted(pid for _, pid in states) if all(done for done, _ in states) else None
+
+
+def _engines_we_launched() -> list[psutil.Process]:
+    found = []
+    for process in psutil.Process().children(recursive=True):
+        try:
+            if "ipyparallel.engine" in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.Error:   # ended meanwhile, or a zombie
+            pass
+    return found
+
+
+def test_standby_on_attach_launches_warm_spares_through_the_clusters_launcher(
+        ipython_dir, tmp_path):
+    """`TFCluster.attach(..., standby=1)` on `ipcluster start -n 1`: a spare comes through
+    the cluster's own launcher and imports TensorFlow; the restart makes it the worker and
+    another spare follows; letting go of the cluster ends the idle spare only."""
+    # ipcluster ends the whole cluster when its engines stop within `early_shutdown` s of
+    # their start (30 by default); a user's cluster is older than that when it restarts.
+    external = ExternalCluster(ipython_dir, tmp_path, n=1,
+                               extra=("--IPClusterStart.early_shutdown=2",))
+    try:
+        external.wait_ready()
+        _wait_until(lambda: "appear to have started successfully" in external.log(), 60,
+                    "ipcluster's early-shutdown window to pass")
+        # By connection file: no launcher is known, so spares are refused, nothing started.
+        with pytest.raises(BadArgument, match=r"^`standby` needs the attached cluster's "
+                                              r"launcher.*: attach by profile"):
+            TFCluster.attach(url_file=external.url_file, n=1, timeout=30, standby=1)
+        cluster = TFCluster.attach(profile=external.profile, cluster_id=external.cluster_id,
+                                   n=1, timeout=90, standby=1)
+        try:
+            (old,) = [w.pid for w in cluster.workers]
+            assert old in _pids_of(external.processes())   # the cluster's own engine
+            spare = _wait_until(lambda: _warm_spares(cluster._group), 120, "a warm spare")
+            assert not set(spare) & _pids_of(external.processes())   # launched by us
+            cluster.restart()
+            assert [w.pid for w in cluster.workers] == spare   # the spare, now the worker
+            assert cluster.run(_REDUCE).display["data"]["text/plain"] == "1.0"
+            print(f"attached, standby 1: restarted in {cluster.last_restart_seconds:.2f} s")
+            _wait_until(lambda: not psutil.pid_exists(old), 15, "the old worker to end")
+            assert external.alive()
+            refill = _wait_until(lambda: _warm_spares(cluster._group), 120, "the next spare")
+            assert not set(refill) & set(spare)
+        finally:
+            cluster.stop()
+        # The idle spare ends; the worker made of a spare stays, like the cluster's engines.
+        _wait_until(lambda: not any(psutil.pid_exists(pid) for pid in refill), 30,
+                    "the idle spare to end")
+        assert all(psutil.pid_exists(pid) for pid in spare)
+    finally:
+        for process in _engines_we_launched():
+            process.kill()
+        external.kill()
+    # ipcluster's own log says whether it saw its engines stop (a restart kills them).
+    print(external.log()[-1500:])
 
 
 # -- bad input: no ipcluster needed ---------------------------------------------

@@ -135,11 +135,11 @@ def test_a_negative_standby_is_refused_in_one_line_before_anything_starts(ip):
 
 
 @pytest.mark.unit
-def test_standby_on_attach_is_refused_in_one_line_before_anything_is_attached(ip):
+def test_standby_on_attach_by_connection_file_is_refused_in_one_line_before_anything(ip):
     ip.user_ns["precious"] = 42
     with pytest.raises(UsageError) as error:
-        ip.run_line_magic("tfdist", "attach --profile nowhere --standby 2")
+        ip.run_line_magic("tfdist", "attach --url-file /nowhere.json --standby 2")
     message = str(error.value)
-    assert message.startswith("--standby keeps spare engines only") and "attach without it" \
-        in message, message
+    assert message.startswith("--standby launches spare engines through the cluster's "
+                              "launcher") and "attach with --profile" in message, message
     assert "\n" not in message and ip.user_ns["precious"] == 42

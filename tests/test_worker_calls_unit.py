@@ -24,8 +24,12 @@ class AnsweredFuture:
 
 
 class Group:
-    def __init__(self, registered):
+    def __init__(self, registered, answers: bool = True):
         self._registered = registered
+        self._answers = answers
+
+    def controller_answers(self) -> bool:
+        return self._answers
 
     def registered(self) -> set[int]:
         if isinstance(self._registered, Exception):
@@ -33,8 +37,8 @@ class Group:
         return self._registered
 
 
-def silent_engine_error(registered) -> str:
-    calls = WorkerCalls(Group(registered), timeout=0)
+def silent_engine_error(registered, answers: bool = True) -> str:
+    calls = WorkerCalls(Group(registered, answers), timeout=0)
     with pytest.raises(ClusterSetupError) as caught:
         calls._gather([0, 1], [AnsweredFuture(), SilentFuture()], "handshake", None)
     return str(caught.value)
@@ -55,3 +59,10 @@ def test_a_silent_engine_gone_from_the_controller_is_called_ended():
 
 def test_a_controller_that_does_not_answer_is_said_so():
     assert "(the controller does not answer)" in silent_engine_error(OSError("gone"))
+
+
+def test_an_engine_the_client_still_lists_behind_a_dead_controller_is_not_called_busy():
+    # The client keeps its list of engines after the controller ended (ipcluster's early
+    # shutdown, say): the controller is asked first.
+    message = silent_engine_error({0, 1}, answers=False)
+    assert "(the controller does not answer)" in message and "busy" not in message

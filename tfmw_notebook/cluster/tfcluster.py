@@ -152,18 +152,20 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
                timeout: float = DEFAULT_TIMEOUT, communication: str = "auto",
                gpus_per_worker: GpusPerWorker = AUTO, interface: str | None = None,
                address_map: dict[str, str] | None = None,
-               keras: int = DEFAULT_KERAS) -> TFCluster:
+               keras: int = DEFAULT_KERAS, standby: int = 0) -> TFCluster:
         """Use the engines of an ipyparallel cluster that is already running.
 
         Each worker advertises the address of its interface that reaches the
         controller, unless `interface` (a name, the same on every host) or
-        `address_map` ({hostname: address}) says otherwise.
+        `address_map` ({hostname: address}) says otherwise. `standby`: spare engines
+        launched through the cluster's launcher (attached_standby.py).
         """
         _check_settings(n if n is not None else 1, timeout, communication, gpus_per_worker,
-                        keras)
+                        keras, standby)
         began = time.perf_counter()
-        group = EngineGroup.attach(profile=profile, cluster_id=cluster_id,
-                                   url_file=url_file, n=n, timeout=timeout)
+        group = EngineGroup.attach(profile=profile, cluster_id=cluster_id, url_file=url_file,
+                                   n=n, timeout=timeout, standby=standby,
+                                   spare_environment=launch_environment(gpus_per_worker, keras))
         return cls._bootstrapped(group, began, communication=communication,
                                  gpus_per_worker=gpus_per_worker, timeout=timeout,
                                  addressing=Addressing(interface, address_map), keras=keras)
@@ -295,12 +297,7 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
         self.kept.shards.close()
         self._group.stop()
         if self._group.owned:
-            # A worker stuck in C++ ignores the launcher's polite signals.
-            self._group.kill({w.engine_id: (w.host, w.pid) for w in workers
-                              if not is_this_host(w.host) or pid_alive(w.pid)})
-            for worker in workers:   # also of those a launcher's SIGKILL ended
-                if is_this_host(worker.host):
-                    remove_worker_tempdir(worker.pid)
+            _end_for_good(self._group, workers)
 
     def __enter__(self) -> TFCluster:
         return self
@@ -314,6 +311,15 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
         return (f"{self.size} workers ready ({addresses}{private}), TensorFlow "
                 f"{self.tf_version}, {self.keras_version}, in {self.started_seconds:.1f} s; "
                 f"{devices_line([w.devices for w in self.workers], self.communication)}")
+
+
+def _end_for_good(group: EngineGroup, workers: list[EngineReport]) -> None:
+    """After the launcher's stop: a worker stuck in C++ ignores its polite signals."""
+    group.kill({w.engine_id: (w.host, w.pid) for w in workers
+                if not is_this_host(w.host) or pid_alive(w.pid)})
+    for worker in workers:   # also of those a launcher's SIGKILL ended
+        if is_this_host(worker.host):
+            remove_worker_tempdir(worker.pid)
 
 
 def _code_settings(args: tuple, settings: RunSettings | None) -> RunSettings | None:

@@ -36,10 +36,10 @@ class LifecycleCommands(CommandBase):
     def _attach(self, args) -> None:
         if args.url_file and (args.profile or args.cluster_id):
             raise UsageError("give either --url-file or --profile/--cluster-id, not both")
-        if args.standby:
-            raise UsageError("--standby keeps spare engines only for the workers `%tfdist "
-                             "start` launches on this machine, not for an attached cluster: "
-                             "attach without it (its restarts start cold engines)")
+        if args.standby and args.url_file:
+            raise UsageError("--standby launches spare engines through the cluster's "
+                             "launcher, which a connection file does not name: attach with "
+                             "--profile (and --cluster-id), or without --standby")
         if args.workers is not None and floor_problem(args.min_workers, args.workers):
             raise UsageError(floor_problem(args.min_workers, args.workers))
         old = self.session.cluster
@@ -52,8 +52,11 @@ class LifecycleCommands(CommandBase):
             profile=args.profile, cluster_id=args.cluster_id, url_file=args.url_file,
             n=args.workers, timeout=args.timeout, communication=args.communication,
             gpus_per_worker=args.gpus_per_worker, interface=args.interface,
-            address_map=args.address_map, keras=args.keras))
+            address_map=args.address_map, keras=args.keras, standby=args.standby))
         self._adopt(cluster)
+        if args.standby:
+            print(f"{args.standby} spare engines start in the background through the "
+                  "cluster's launcher: a restart takes them, with TensorFlow already imported")
         # The size is known once attached: a floor above it is refused, the cluster kept.
         too_few = floor_problem(args.min_workers, cluster.size)
         if too_few:

@@ -192,7 +192,8 @@ def _add_attach_command(commands) -> None:
     attach.add_argument("-n", "--workers", type=count, default=None, metavar="N",
                         help="wait for N engines (default: use those registered)")
     attach.add_argument("--standby", type=non_negative, default=0, metavar="K",
-                        help="refused: spares are kept for the engines `start` launches")
+                        help="keep K spare engines, launched through the cluster's launcher "
+                             "(needs --profile)")
     _add_worker_options(attach)
 
 

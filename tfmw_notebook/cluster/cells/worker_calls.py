@@ -75,6 +75,9 @@ class WorkerCalls:
     def _standing(self, engine_id: int) -> str:
         """Whether a silent engine is still there: a slow or stuck one is, a dead one is not."""
         try:
+            # The client's list of engines is its own: it outlives a controller that ended.
+            if not self.group.controller_answers():
+                return "the controller does not answer"
             registered = engine_id in self.group.registered()
         except Exception:   # the controller itself is gone: nothing more to say
             return "the controller does not answer"

@@ -22,12 +22,13 @@ from ipyparallel.cluster.launcher import SSHLauncher, ipengine_cmd_argv
 from IPython.core.profiledir import ProfileDir, ProfileDirError
 from IPython.paths import get_ipython_dir
 
-from ...errors import ClusterSetupError
+from ...errors import BadArgument, ClusterSetupError
 from ...protocol.engine_standin import SOCKET_VARIABLE
 from ...protocol.orphan_guard import launched_by_this_process
 from ...protocol.tempdirs import remove_worker_tempdir
+from .attached_standby import AttachedStandby, spare_launch
 from .fork_server import STANDIN_COMMAND, ForkServer
-from .launched_engines import ended_engines
+from .launched_engines import ended_engines, stop_engine_sets
 from .limits import POLL_SECONDS
 from .placement import launcher_name, placed
 from .private_network import PrivateNetwork
@@ -162,7 +163,10 @@ class EngineGroup:
 
     @classmethod
     def attach(cls, *, profile: str | None, cluster_id: str | None, url_file: str | None,
-               n: int | None, timeout: float) -> EngineGroup:
+               n: int | None, timeout: float, standby: int = 0,
+               spare_environment: dict[str, str] | None = None) -> EngineGroup:
+        """`standby`: spares to keep, launched through the cluster's launcher with
+        `spare_environment` (attached_standby.py)."""
         client, cluster = _attached_client(profile, cluster_id, url_file, timeout)
         group = cls(client, cluster, owned=False)
         group.url_file = os.path.abspath(url_file) if url_file else None
@@ -174,6 +178,8 @@ class EngineGroup:
                 group.ids = sorted(client.ids)
         else:
             group.ids = group._wait_for_new_engines(n, deadline)
+        if standby:
+            _keep_spares(group, standby, spare_environment or {})
         return group
 
     # -- liveness ---------------------------------------------------------------
@@ -254,21 +260,8 @@ class EngineGroup:
 
     def can_restart(self) -> bool:
         if self.cluster is not None and not self.cluster.engines:
-            self._reload_cluster()
+            self.cluster = _reloaded(self.cluster)
         return self.cluster is not None and bool(self.cluster.engines)
-
-    def _reload_cluster(self) -> None:
-        # Attached while `ipcluster start` was still launching: its cluster file names
-        # the engine launcher only once the engines are started.
-        old = self.cluster
-        if old is None:
-            return
-        try:
-            # With its profile, so the launcher gets the profile's settings (SSH options).
-            self.cluster = ipp.Cluster.from_file(profile_dir=old.profile_dir,
-                                                 cluster_id=old.cluster_id)
-        except (OSError, ValueError) as exc:
-            _log.warning("could not read %s again: %r", old.cluster_file, exc)
 
     def check_restartable(self, hosts: Sequence[str]) -> ipp.Cluster:
         """The cluster whose launcher starts engines again; else ClusterSetupError saying
@@ -291,12 +284,12 @@ class EngineGroup:
         deadline = time.monotonic() + timeout
         reopen = self.network is not None and not self.network.is_open()
         spares = self.standby
+        _forget_unreachable(cluster, unreachable)
         if spares is not None:
             spares.stale |= reopen   # spares in the old network went with it
-            self._retired |= spares.end_old(self.registered(), self._taken())
+            self._retired |= spares.end_old(self.registered(), self._taken(), unreachable)
         else:
-            _forget_unreachable(cluster, unreachable)
-            _stop_engine_sets(cluster)
+            stop_engine_sets(cluster)
         try:
             if self.network is not None and reopen:
                 self.network.reopen()   # its keeper was killed: a new private network
@@ -336,9 +329,38 @@ class EngineGroup:
         if self.owned and self.cluster is not None:
             _quietly(self.cluster.stop_cluster_sync)
             _quietly(lambda: _close_client(self.client))
+        elif isinstance(self.standby, AttachedStandby):
+            self.standby.release(self.registered(), self._taken())   # our idle spares
         _close(self.network, self.forks)
         self.network, self.forks = None, None
         self.ids = []
+
+
+def _reloaded(cluster: ipp.Cluster) -> ipp.Cluster:
+    """The cluster read from its file again. Attached while `ipcluster start` was still
+    launching, its cluster file names the engine launcher only once the engines started."""
+    try:
+        # With its profile, so the launcher gets the profile's settings (SSH options).
+        return ipp.Cluster.from_file(profile_dir=cluster.profile_dir,
+                                     cluster_id=cluster.cluster_id)
+    except (OSError, ValueError) as exc:
+        _log.warning("could not read %s again: %r", cluster.cluster_file, exc)
+        return cluster
+
+
+def _keep_spares(group: EngineGroup, size: int, environment: dict[str, str]) -> None:
+    """Keep `size` spares for the attached `group`, launched through its cluster's launcher
+    with `environment`; BadArgument where it has none. The cluster's engines that are not
+    workers now are not ours to take."""
+    if not group.can_restart() or group.cluster is None:
+        raise BadArgument(
+            "`standby` needs the attached cluster's launcher to start spare engines, and "
+            "none is known (attached by its connection file, or its engines were started "
+            "by hand): attach by profile to a cluster `ipcluster start` launched, or "
+            "without standby")
+    group._retired |= group.registered() - set(group.ids)
+    group.standby = AttachedStandby(size, group.cluster, spare_launch(group.cluster, environment),
+                                    group.client)
 
 
 def _log_dir(group: EngineGroup) -> str:
@@ -392,17 +414,6 @@ def _kill(client: ipp.Client, pids: dict[int, tuple[str, int]],
         _log.warning("could not signal engines %s through their nanny: %r", registered, exc)
 
 
-def _stop_engine_sets(cluster: ipp.Cluster) -> None:
-    """Let the launcher end every engine set (their engines were killed already)."""
-    try:
-        _skip_output_fetch(cluster)
-        cluster.stop_engines_sync()
-    except Exception as exc:
-        # The engines were killed already (through their nannies); a launcher that
-        # then fails to signal them (SSH: "no such process") has nothing left to stop.
-        _log.warning("stopping the old engines through the launcher: %r", exc)
-
-
 def _forget_unreachable(cluster: ipp.Cluster, unreachable: Collection[str]) -> None:
     """Drop the SSH launchers of engines on hosts known lost from their engine sets: each
     stop through one would wait for ssh to give up on its host (ServerAliveInterval x
@@ -416,17 +427,6 @@ def _forget_unreachable(cluster: ipp.Cluster, unreachable: Collection[str]) -> N
         for key, launcher in list(launchers.items()):
             if isinstance(launcher, SSHLauncher) and launcher.hostname in unreachable:
                 del launchers[key]
-
-
-def _skip_output_fetch(cluster: ipp.Cluster) -> None:
-    """Stopping an engine set fetches each engine's output file; with the SSH launcher, one
-    that is gone costs 10 s of polling and a failed scp, and `ipcluster start` removes the
-    files of its engines as soon as they end (measured: 3 such engines added 46 s to a
-    restart). The old engines' output is not needed: they were killed on purpose."""
-    for engine_set in cluster.engines.values():
-        for launcher in getattr(engine_set, "launchers", {}).values():
-            if isinstance(launcher, SSHLauncher) and launcher._output is None:
-                launcher._output = ""
 
 
 def relaunch_environment(group: EngineGroup, updates: dict[str, str]) -> None:

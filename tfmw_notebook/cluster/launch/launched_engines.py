@@ -14,6 +14,7 @@ import signal
 from collections.abc import Collection
 
 import ipyparallel as ipp
+from ipyparallel.cluster.launcher import SSHLauncher
 
 _log = logging.getLogger("tfmw_notebook")
 _EXIT_CODE_SECONDS = 2.0  # how long the launcher gets to reap a dead engine
@@ -98,6 +99,34 @@ def stop_ended_sets(cluster: ipp.Cluster) -> None:
                 cluster.stop_engines_sync(set_id)
             except Exception:
                 _log.debug("could not close engine set %s", set_id, exc_info=True)
+
+
+def stop_engine_sets(cluster: ipp.Cluster, set_ids: Collection[str] | None = None) -> None:
+    """Let the launcher end the engine sets `set_ids` (all by default), whose engines were
+    killed already or end with this stop."""
+    chosen = list(cluster.engines) if set_ids is None else [
+        set_id for set_id in set_ids if set_id in cluster.engines]
+    _skip_output_fetch(cluster, chosen)
+    try:
+        if set_ids is None:
+            cluster.stop_engines_sync()   # all sets at once
+        for set_id in chosen if set_ids is not None else []:
+            cluster.stop_engines_sync(set_id)
+    except Exception as exc:
+        # The engines were killed already (through their nannies); a launcher that
+        # then fails to signal them (SSH: "no such process") has nothing left to stop.
+        _log.warning("stopping engines through the launcher: %r", exc)
+
+
+def _skip_output_fetch(cluster: ipp.Cluster, set_ids: Collection[str]) -> None:
+    """Stopping an engine set fetches each engine's output file; with the SSH launcher, one
+    that is gone costs 10 s of polling and a failed scp, and `ipcluster start` removes the
+    files of its engines as soon as they end (measured: 3 such engines added 46 s to a
+    restart). The output of engines ended on purpose is not needed."""
+    for set_id in set_ids:
+        for launcher in getattr(cluster.engines.get(set_id), "launchers", {}).values():
+            if isinstance(launcher, SSHLauncher) and launcher._output is None:
+                launcher._output = ""
 
 
 def kill_running(cluster: ipp.Cluster) -> None:

@@ -26,12 +26,12 @@ def placed(cluster: ipp.Cluster, place: dict[str, int] | None) -> dict[str, Any]
     if "ssh" in kind:
         return {"engines": dict(place)}
     if "slurm" in kind:
-        submit = list(_configured(cluster, "submit_command") or ["sbatch"])
+        submit = list(configured(cluster, "submit_command") or ["sbatch"])
         return {"submit_command": submit + [f"--nodelist={','.join(place)}",
                                             f"--nodes={len(place)}"]}
     if "mpi" in kind:
         hosts = ",".join(f"{host}:{count}" for host, count in place.items())
-        return {"mpi_args": list(_configured(cluster, "mpi_args") or []) + ["--host", hosts]}
+        return {"mpi_args": list(configured(cluster, "mpi_args") or []) + ["--host", hosts]}
     return {}
 
 
@@ -40,7 +40,7 @@ def launcher_name(cluster: ipp.Cluster) -> str:
     return getattr(launcher, "__name__", str(launcher))
 
 
-def _configured(cluster: ipp.Cluster, trait: str) -> Any:
+def configured(cluster: ipp.Cluster, trait: str) -> Any:
     """The value the cluster's launchers get for `trait` (its profile's config, else the
     launcher's default): read from a launcher made as the cluster makes them, not started."""
     launcher = cluster.engine_launcher_class(parent=cluster, log=cluster.log,

@@ -34,10 +34,13 @@ class WarmStandby:
         self._cluster = cluster
         self._launch_kwargs = launch_kwargs
         self._expected = 0   # spares launched and not taken yet (registered or coming)
+        self.sets: list[str] = []   # the engine sets the spares were launched in
 
-    def end_old(self, registered: Collection[int], taken: Collection[int]) -> set[int]:
+    def end_old(self, registered: Collection[int], taken: Collection[int],
+                unreachable: Collection[str] = ()) -> set[int]:
         """After the workers were killed: close their engine sets, and end stale spares
-        too. Returns the ids of spares ended (registered until the hub notices)."""
+        too. Returns the ids of spares ended (registered until the hub notices).
+        (`unreachable`: hosts known lost, where spares of this host never are.)"""
         if not self.stale:
             stop_ended_sets(self._cluster)
             return set()
@@ -75,7 +78,7 @@ class WarmStandby:
         if missing <= 0:
             return 0
         try:
-            self._cluster.start_engines_sync(missing, **self._launch_kwargs)
+            self.sets.append(self._cluster.start_engines_sync(missing, **self._launch_kwargs))
         except Exception as exc:
             _log.warning("could not launch %d spare engines: %r", missing, exc)
             return 0
