@@ -313,3 +313,38 @@ def test_min_workers_goes_on_with_the_host_left_and_resize_grows_back(sim, kerne
     assert sorted({row["host"] for row in status(kernel)}) == sorted(h.hostname
                                                                     for h in sim.hosts)
     assert kernel.ok(REDUCE, timeout=60).results[-1]["text/plain"] == "4.0"
+
+
+# In the kernel: the pids of the registered spares once each has imported TensorFlow.
+WARM_SPARES = '''
+import json as _json, time as _time
+from tfmw_notebook.magics.session import active_cluster as _cluster
+_group = _cluster()._group
+_deadline = _time.monotonic() + 150
+while True:
+    _spares = _group.standby.spares(_group.registered(), _group._taken())
+    _states = _group.client[_spares].apply_sync(eval, "('tensorflow' in __import__('sys')"
+        ".modules and not any(t.name == 'tfmw-preimport' for t in __import__('threading')"
+        ".enumerate()), __import__('os').getpid())") if _spares else []
+    if _states and all(_done for _done, _ in _states):
+        break
+    assert _time.monotonic() < _deadline, f"{len(_spares)} spares, not all warm: {_states}"
+    _time.sleep(0.5)
+print(_json.dumps(sorted(_pid for _, _pid in _states)))
+'''
+
+
+def test_a_spare_comes_through_the_ssh_launcher_and_a_resize_takes_it(sim, kernel):
+    """`attach --standby`: a spare launched by the SSH launcher on a host (the profile's
+    ssh options, our environment and startup command passed through ssh) imports
+    TensorFlow there; a resize to one worker makes it that worker."""
+    kernel.ok("%tfdist stop", timeout=120)
+    out = kernel.ok(ATTACH + " --standby 1", timeout=180)   # the same 4 workers again
+    assert "1 spare engines start in the background through the cluster's launcher" \
+        in out.stdout, out.stdout
+    spares = json.loads(kernel.ok(WARM_SPARES, timeout=200).stdout.strip().splitlines()[-1])
+    assert set(spares) <= engine_pids(sim)   # on a simulated host, through ssh
+    out = kernel.ok("%tfdist resize -n 1", timeout=180)
+    assert [row["pid"] for row in status(kernel)] == spares, out.stdout
+    assert kernel.ok("%%tfdist\nint(tfdist.world_size)").results[-1]["text/plain"] == "1"
+    print(f"SSH launcher, standby 1: {out.stdout.strip()}")

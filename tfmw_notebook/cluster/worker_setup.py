@@ -48,7 +48,7 @@ def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: Gpu
     calls = WorkerCalls(group, timeout)
     replies = calls.describe_engines(ids, group.controller_address()[0], addressing.interface,
                                      addressing.address_map, gpus_per_worker)
-    reports = [_report(eid, reply) for eid, reply in zip(ids, replies)]
+    reports = [engine_report(eid, reply) for eid, reply in zip(ids, replies)]
     try:
         reused = tfconfig.existing_workers(reports)
     except ValueError as exc:
@@ -79,7 +79,7 @@ def make_workers(group: EngineGroup, *, communication: str, gpus_per_worker: Gpu
     return Workers(ranked, infos[0]["tf_version"], infos[0]["keras"])
 
 
-def _report(engine_id: int, reply: dict) -> EngineReport:
+def engine_report(engine_id: int, reply: dict) -> EngineReport:
     """An engine's handshake reply as a report (its GPUs as hashable pairs)."""
     fields = {name: value for name, value in reply.items() if name != "gpus"}
     gpus = tuple((str(value), str(uuid)) for value, uuid in reply.get("gpus", ()))

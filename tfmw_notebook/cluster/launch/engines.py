@@ -342,7 +342,7 @@ def _reloaded(cluster: ipp.Cluster) -> ipp.Cluster:
     try:
         # With its profile, so the launcher gets the profile's settings (SSH options).
         return ipp.Cluster.from_file(profile_dir=cluster.profile_dir,
-                                     cluster_id=cluster.cluster_id)
+                                     cluster_id=cluster.cluster_id, log_level=logging.ERROR)
     except (OSError, ValueError) as exc:
         _log.warning("could not read %s again: %r", cluster.cluster_file, exc)
         return cluster
@@ -454,7 +454,10 @@ def _attached_client(profile: str | None, cluster_id: str | None, url_file: str 
         # new profile directory behind, as Cluster(profile=...) would).
         profile_dir = ProfileDir.find_profile_dir_by_name(
             get_ipython_dir(), profile or "default").location
-        cluster = ipp.Cluster.from_file(profile_dir=profile_dir, cluster_id=cluster_id or "")
+        # Quiet as the clusters we start: in a kernel, its INFO lines ("Stopping engine(s)")
+        # would land in the cell's output.
+        cluster = ipp.Cluster.from_file(profile_dir=profile_dir, cluster_id=cluster_id or "",
+                                        log_level=logging.ERROR)
     except (ProfileDirError, FileNotFoundError):
         where = f"profile {profile or 'default'!r}" + (
             f", cluster id {cluster_id!r}" if cluster_id else "")

@@ -8,6 +8,7 @@ here: for them these say nothing.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -103,19 +104,24 @@ def stop_ended_sets(cluster: ipp.Cluster) -> None:
 
 def stop_engine_sets(cluster: ipp.Cluster, set_ids: Collection[str] | None = None) -> None:
     """Let the launcher end the engine sets `set_ids` (all by default), whose engines were
-    killed already or end with this stop."""
-    chosen = list(cluster.engines) if set_ids is None else [
-        set_id for set_id in set_ids if set_id in cluster.engines]
+    killed already or end with this stop: all at once (the SSH launcher's stop waits on
+    each engine over ssh)."""
+    chosen = [set_id for set_id in (list(cluster.engines) if set_ids is None else set_ids)
+              if set_id in cluster.engines]
     _skip_output_fetch(cluster, chosen)
+
+    async def stop_each() -> list:
+        return await asyncio.gather(*(cluster.stop_engines(set_id) for set_id in chosen),
+                                    return_exceptions=True)
+
     try:
-        if set_ids is None:
-            cluster.stop_engines_sync()   # all sets at once
-        for set_id in chosen if set_ids is not None else []:
-            cluster.stop_engines_sync(set_id)
+        failures = [r for r in cluster._synchronize(stop_each) if isinstance(r, Exception)]
     except Exception as exc:
-        # The engines were killed already (through their nannies); a launcher that
-        # then fails to signal them (SSH: "no such process") has nothing left to stop.
-        _log.warning("stopping engines through the launcher: %r", exc)
+        failures = [exc]
+    # The engines were killed already (through their nannies); a launcher that then fails
+    # to signal them (SSH: "no such process") has nothing left to stop.
+    for failure in failures:
+        _log.warning("stopping engines through the launcher: %r", failure)
 
 
 def _skip_output_fetch(cluster: ipp.Cluster, set_ids: Collection[str]) -> None:
