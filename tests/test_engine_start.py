@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 import ipyparallel as ipp
 import pytest
 from tfmw_notebook import ClusterSetupError
-from tfmw_notebook.cluster.launch import engines
+from tfmw_notebook.cluster.launch import engines, launched_engines
 from tfmw_notebook.cluster.launch.engines import EngineGroup
 
 pytestmark = pytest.mark.timeout(180)
@@ -133,7 +133,7 @@ def test_a_restart_reads_no_output_of_the_ssh_engines_it_stops(monkeypatch):
     remote = SSHEngineLauncher(hostname="node1", location="node1")
     local = LocalEngineLauncher()
     engine_set = SimpleNamespace(launchers={"remote": remote, "local": local})
-    engines._skip_output_fetch(SimpleNamespace(engines={"set": engine_set}))
+    launched_engines._skip_output_fetch(SimpleNamespace(engines={"set": engine_set}), ["set"])
     assert remote.get_output(remove=True) == "" and fetched == []
     assert local._output is None          # another launcher's output is left as it was
 

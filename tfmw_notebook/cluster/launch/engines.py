@@ -512,11 +512,14 @@ def _launch_settings(environment: dict[str, str] | None, network: PrivateNetwork
     # Engines start before the controller and wait for its connection file; by
     # default they give up after 10 s, which a loaded 2-core machine can exceed
     # while two engines import TensorFlow. Wait as long as the start may take.
+    # Their registration too: an engine gives up after 5 s without the controller's reply
+    # (measured: 2 of 128 engines started together on 2 cores ended so).
     # Warnings and errors only: ipyparallel's engine logs lines at DEBUG for every
     # message it handles, several per cell, each written to its log file.
     engine_kwargs["engine_args"] = [f"--IPEngine.startup_command={startup}",
                                     "--IPEngine.enable_nanny=False",
                                     f"--IPEngine.wait_for_url_file={timeout:g}",
+                                    f"--IPEngine.timeout={timeout:g}",
                                     "--IPEngine.log_level=WARN"]
     return controller_args, engine_argv, engine_kwargs
 
