@@ -179,7 +179,11 @@ class EngineGroup:
         else:
             group.ids = group._wait_for_new_engines(n, deadline)
         if standby:
-            _keep_spares(group, standby, spare_environment or {})
+            try:
+                _keep_spares(group, standby, spare_environment or {})
+            except BadArgument:
+                _quietly(lambda: _close_client(client))   # nothing else was touched
+                raise
         return group
 
     # -- liveness ---------------------------------------------------------------
