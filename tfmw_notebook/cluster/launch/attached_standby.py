@@ -23,7 +23,7 @@ from collections.abc import Collection
 import ipyparallel as ipp
 
 from .launched_engines import stop_engine_sets
-from .placement import configured
+from .placement import configured, launcher_name
 from .standby import WarmStandby
 
 _log = logging.getLogger("tfmw_notebook")
@@ -34,10 +34,16 @@ _WHERE_SECONDS = 5.0   # how long a spare gets to say which host it is on
 
 def spare_launch(cluster: ipp.Cluster, environment: dict[str, str]) -> dict:
     """Keyword arguments for `cluster.start_engines` that launch warm spares: the profile's
-    own engine arguments and environment, and ours after them."""
+    own engine arguments and environment, and ours after them. (The SSH launcher exports the
+    environment on each host, sbatch's `--export=ALL` hands it to the job; Open MPI passes
+    the engines on other hosts only the variables `-x` names.)"""
     arguments = list(configured(cluster, "engine_args") or [])
-    return {"engine_args": arguments + [f"--IPEngine.startup_command={PREIMPORT_COMMAND}"],
-            "environment": {**(configured(cluster, "environment") or {}), **environment}}
+    launch = {"engine_args": arguments + [f"--IPEngine.startup_command={PREIMPORT_COMMAND}"],
+              "environment": {**(configured(cluster, "environment") or {}), **environment}}
+    if "mpi" in launcher_name(cluster).lower():
+        launch["mpi_args"] = list(configured(cluster, "mpi_args") or []) + [
+            part for name in environment for part in ("-x", name)]
+    return launch
 
 
 class AttachedStandby(WarmStandby):
