@@ -115,6 +115,7 @@ def stop_engine_sets(cluster: ipp.Cluster, set_ids: Collection[str] | None = Non
                                     return_exceptions=True)
 
     try:
+        # How ipyparallel runs each `*_sync` method: here one coroutine for every set.
         failures = [r for r in cluster._synchronize(stop_each) if isinstance(r, Exception)]
     except Exception as exc:
         failures = [exc]
