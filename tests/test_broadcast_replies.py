@@ -1,6 +1,7 @@
 """A call sent once to every engine (ipyparallel's broadcast scheduler, how cells go
 out): a reply that arrives after the client failed the call for an engine the hub gave
-up on (its host cut off, then back) leaves later replies coming."""
+up on (its host cut off, then back) leaves later replies coming; what each engine
+printed is kept however soon the call ended."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import time
 
 import ipyparallel as ipp
 import pytest
-from tfmw_notebook.cluster.cells.worker_calls import forget_when_done
+from tfmw_notebook.cluster.cells.worker_calls import forget_when_done, per_engine
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,3 +30,14 @@ def test_a_late_reply_for_an_engine_given_up_on_keeps_later_replies_coming():
             sent.get(timeout=10)
         time.sleep(3)   # ...and then the engines' own replies arrive
         assert len(view.apply_async(os.getpid).get(timeout=20)) == 2
+
+
+def test_each_engines_output_is_kept_when_the_call_ended_before_it_was_looked_at():
+    # The notebook held (a busy machine) while the call's replies and output all came in.
+    with ipp.Cluster(n=2, log_level=40) as client:
+        sent = client.broadcast_view(client.ids).apply_async(eval, "print('hello') or 7")
+        assert sent.wait_for_output(20)
+        results = per_engine(sent)
+        assert [result.get(timeout=5) for result in results] == [7, 7]
+        assert [result.metadata["stdout"] for result in results] == ["hello\n", "hello\n"]
+        assert [result.metadata["engine_id"] for result in results] == client.ids
