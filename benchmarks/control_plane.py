@@ -43,7 +43,7 @@ from tfmw_notebook.cluster.launch.engines import EngineGroup
 from tfmw_notebook.cluster.worker_setup import engine_report
 from tfmw_notebook.errors import WorkerFailed
 from tfmw_notebook.magics.cells import host_of_rank
-from tfmw_notebook.protocol.events import new_events
+from tfmw_notebook.protocol.events import EventReader
 from tfmw_notebook.protocol.run_options import CellOptions, FitState
 from tfmw_notebook.widgets.live import LiveRun
 
@@ -107,14 +107,13 @@ def events(cluster: TFCluster, seconds: int, steps_per_second: int,
     """(events the notebook took per second, share of a core this process used); without
     `dashboard`, the events are only counted (what the watch and the client cost alone)."""
     live = LiveRun(widgets=True, host_of=lambda rank: host_of_rank(cluster, rank))
-    taken: dict[int, int] = {}
+    readers: dict[int, EventReader] = {}
     counted = [0]
 
     def on_data(rank: int, data: dict) -> None:
         if dashboard:
             live.on_data(rank, data)
-        fresh, taken[rank] = new_events(data, taken.get(rank, 0))
-        counted[0] += len(fresh)
+        counted[0] += len(readers.setdefault(rank, EventReader()).read(data))
 
     source = STUB_FIT.format(steps_per_second=steps_per_second, seconds=seconds)
     wall, cpu = time.perf_counter(), time.process_time()

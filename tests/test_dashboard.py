@@ -395,6 +395,34 @@ def test_a_finished_cell_leaves_no_dashboard_widget_open(monkeypatch):
     assert handles, "the static image was not shown in the view's place"
 
 
+def test_events_are_taken_in_at_once_and_shown_at_most_every_quarter_second(monkeypatch):
+    # A refresh updates every worker's row: once per publish it cost the notebook 10-20%
+    # of a core. Whatever arrives is in the store at once; the view catches up in turn.
+    from tfmw_notebook.widgets import live
+
+    clock = FakeClock()
+    monkeypatch.setattr(live.time, "monotonic", clock)
+    monkeypatch.setattr("IPython.display.display", lambda *a, **k: None)
+    run = live.LiveRun(widgets=True)
+    refreshes = []
+    for rank in range(8):
+        run.on_data(rank, {"tfmw-events-1": [begin(rank), batch(rank, 0)]})
+        if rank == 0:
+            monkeypatch.setattr(run._view, "refresh", lambda: refreshes.append(clock.now))
+    assert sorted(run.store.ranks) == list(range(8)) and refreshes == []
+    clock.now += 0.2
+    run.on_data(0, {"tfmw-events-1": [begin(0), batch(0, 0)]})
+    assert refreshes == []
+    clock.now += 0.1
+    run.on_data(0, {"tfmw-events-1": [begin(0), batch(0, 0)]})
+    assert refreshes == [clock.now]
+    monkeypatch.undo()
+    run._view.refresh()
+    assert [row.children[1].value for row in run._view.progress_box.children][-1] == \
+        "worker 7: epoch 1/2 step 1/20"
+    run.finish()
+
+
 def test_no_broken_image_before_the_first_drawing():
     """An Image widget with no data is a broken-image icon in JupyterLab: until the
     first drawing the image is hidden and a placeholder says what is awaited."""

@@ -12,6 +12,7 @@ import pytest
 from tfmw_notebook.protocol import events
 from tfmw_notebook.protocol.events import (
     KIND_FIELDS,
+    EventReader,
     events_key,
     metric_value,
     metric_values,
@@ -136,3 +137,50 @@ def test_the_notebook_side_does_not_import_the_worker_side():
                             timeout=60, cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+class CountingData(dict):
+    """An engine's published data that counts how often all its keys were listed."""
+
+    listed = 0
+
+    def __iter__(self):
+        self.listed += 1
+        return super().__iter__()
+
+
+def test_the_reader_takes_new_keys_poll_after_poll_without_listing_every_key():
+    data, reader = CountingData(), EventReader()
+    data["tfmw-alive"] = 1                      # the heartbeat's key, seen once
+    data[events_key(1)] = [{"n": 1}]
+    assert reader.read(data) == [{"n": 1}] and data.listed == 1
+    for seq in range(2, 40):
+        data[events_key(seq)] = [{"n": seq}, {"n": seq}]
+        data["tfmw-alive"] = seq                # updated in place: no new key
+        assert reader.read(data) == [{"n": seq}, {"n": seq}]
+        assert reader.read(data) == []
+    assert data.listed == 1 and reader.seq == 39
+
+
+def test_the_reader_gets_past_a_lost_publish_and_keys_that_are_not_its_own():
+    data, reader = {events_key(1): [{"n": 1}]}, EventReader()
+    assert reader.read(data) == [{"n": 1}]
+    data[events_key(3)] = [{"n": 3}]            # seq 2 never arrived
+    data["user-key"] = [{"n": -1}]
+    assert reader.read(data) == [{"n": 3}]
+    data[events_key(4)] = [{"n": 4}]
+    assert reader.read(data) == [{"n": 4}] and reader.seq == 4
+    assert reader.read(None) == [] and reader.read({}) == []
+
+
+def test_a_key_that_arrives_while_the_reader_looks_is_read_on_that_poll_or_the_next():
+    class ArrivingData(dict):
+        """The client's thread adds a key after the reader's first lookup."""
+
+        def __contains__(self, key):
+            if key == events_key(2) and events_key(5) not in self:
+                dict.__setitem__(self, events_key(5), [{"n": 5}])
+            return dict.__contains__(self, key)
+
+    data, reader = ArrivingData({events_key(1): [{"n": 1}]}), EventReader()
+    assert [e["n"] for e in reader.read(data) + reader.read(data)] == [1, 5]

@@ -137,6 +137,7 @@ def test_a_finished_cell_leaves_none_of_the_host_lines_open(monkeypatch):
     run = live.LiveRun(widgets=True, host_of=EIGHT_HOSTS.__getitem__)
     for rank in range(16):
         run.on_data(rank, {"tfmw-events-1": [begin(rank), batch(rank, 0)]})
+    run._view.refresh()     # what came in quicker than the view's refreshes, shown
     assert len(run._view.progress_box.children) == 9      # the overview and 8 hosts
     run.finish()
     assert set(widget_module._instances) - before == set()

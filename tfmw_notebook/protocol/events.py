@@ -91,6 +91,39 @@ def new_events(data: Mapping[str, Any] | None,
     return events, max(fresh, default=last_seq)
 
 
+class EventReader:
+    """One engine's events as they arrive, poll after poll, each poll costing the keys it
+    reads rather than every key the engine ever published (the notebook polls each rank
+    twenty times a second, and a cell's keys number in the hundreds).
+
+    The publisher's keys are consecutive; the next ones are looked up by name. A key that
+    does not follow (a publish lost on its way, a key of the user's) shows as `data`
+    holding more keys than were accounted for: then one full scan (`new_events`) takes
+    whatever came after the last seq read, past any gap.
+    """
+
+    def __init__(self) -> None:
+        self.seq = 0             # the highest seq read
+        self._accounted = 0      # keys of `data` read, or seen not to be events
+
+    def read(self, data: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+        if not data:
+            return []
+        events: list[dict[str, Any]] = []
+        while (key := events_key(self.seq + 1)) in data:
+            events.extend(data[key])
+            self.seq += 1
+            self._accounted += 1
+        # Read after the lookups: a key that came in meanwhile costs one scan, not a miss.
+        size = len(data)
+        if size > self._accounted:
+            keys = list(data)    # a snapshot: the client fills `data` from another thread
+            later, self.seq = new_events({key: data[key] for key in keys}, self.seq)
+            events.extend(later)
+            self._accounted = len(keys)
+        return events
+
+
 def metric_value(value: Any) -> float | None:
     """`value` as a plain float, or None when it is not a single number.
 

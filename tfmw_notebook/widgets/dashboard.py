@@ -117,9 +117,13 @@ class Dashboard:
 
     def feed(self, events: Mapping | Iterable[Mapping]) -> None:
         """Add events to the store and update the view (the image only if it is due)."""
+        self.take(events)
+        self.refresh()
+
+    def take(self, events: Mapping | Iterable[Mapping]) -> None:
+        """Add events to the store; the view shows them at the next `refresh`."""
         self.store.feed(events)
         self._stale = True
-        self.refresh()
 
     def refresh(self, force: bool = False) -> None:
         """Update progress and latest values; redraw the curves if due (or `force`)."""
@@ -225,6 +229,9 @@ class TextReporter:
     def feed(self, events: Mapping | Iterable[Mapping]) -> None:
         self.store.feed(events)
         self.refresh()
+
+    # Its lines cost nothing to keep current, and keep their place among the workers' output.
+    take = feed
 
     def refresh(self, force: bool = False) -> None:
         for rank in self.store.ranks:
