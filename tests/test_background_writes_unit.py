@@ -67,3 +67,34 @@ def test_wait_raises_the_failure_of_the_last_write():
     background_writes.hand_over(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         background_writes.wait()
+
+
+def test_the_notebook_is_told_when_a_write_begins_and_when_it_ends():
+    told, release = [], threading.Event()
+    background_writes.tell_with(told.append)
+    try:
+        background_writes.hand_over(lambda: release.wait(5))
+        assert told == [{"tfmw-writing": True}]      # before the write, from the caller
+        release.set()
+        background_writes.wait()
+        assert told == [{"tfmw-writing": True}, {"tfmw-writing": False}]
+
+        def failing_write():
+            raise OSError("disk gone")
+
+        background_writes.hand_over(failing_write)   # a failed write is told as ended too
+        with pytest.raises(OSError):
+            background_writes.wait()
+        assert told[-1] == {"tfmw-writing": False}
+    finally:
+        background_writes.tell_with(None)
+
+
+def test_after_the_cells_own_error_a_failed_write_is_said_on_stderr_not_raised(capsys):
+    def failing_write():
+        raise OSError("disk gone")
+
+    background_writes.hand_over(failing_write)
+    background_writes.wait_after_error()
+    assert "a checkpoint write failed as well: OSError: disk gone" in capsys.readouterr().err
+    assert not background_writes.in_flight()

@@ -2,6 +2,8 @@
 
 import json
 import os
+import threading
+import time
 
 import pytest
 
@@ -111,18 +113,21 @@ def test_worker_killed_while_saving_leaves_only_complete_checkpoints(kernel, tmp
     kernel.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP)
     kernel.ok("%%tfdist\nmodel = build()")
     run_dir = str(tmp_path / "run")
-    # The chief dies after writing checkpoint 3's files, before committing it.
+    # The chief dies in its background write of checkpoint 3, after writing its files,
+    # before committing it. A commit on the training thread fails the cell otherwise.
     out = kernel.execute(
         f"%%tfdist --checkpoint-dir {run_dir}\n"
+        "import threading\n"
         "import tfmw_notebook.protocol.checkpoints as _ckpt\n"
         "_commit = _ckpt.commit\n"
         "def _dying_commit(temp, run_dir, epoch):\n"
+        "    assert threading.current_thread().name == 'tfmw-checkpoint-writer', 'in place'\n"
         "    if epoch == 3 and tfdist.is_chief:\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "    return _commit(temp, run_dir, epoch)\n"
         "_ckpt.commit = _dying_commit\n"
         f"model.fit(train, epochs=5, steps_per_epoch={STEPS})", timeout=300)
-    assert out.status == "error" and "died" in out.error["evalue"]
+    assert out.status == "error" and "died" in out.error["evalue"], out.error
 
     listing = kernel.ok("from tfmw_notebook.protocol import checkpoints\n"
                         f"print([c.name for c in checkpoints.list_checkpoints({run_dir!r})])\n"
@@ -137,6 +142,76 @@ def test_worker_killed_while_saving_leaves_only_complete_checkpoints(kernel, tmp
                     f"{run_dir + '/ckpt-000002'!r}, 'model'))")
     digests = eval(out.stdout.strip().splitlines()[-1])
     assert len(digests) == 2 and digests[0] == digests[1]
+
+
+def test_training_goes_on_while_the_chief_writes_and_the_cell_ends_with_every_checkpoint(
+        kernel, tmp_path):
+    """Checkpoint 1's write takes 3 s (its commit held on the chief): epoch 2 trains
+    meanwhile, and the cell returns once all three are committed."""
+    kernel.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP)
+    kernel.ok("%%tfdist\nmodel = build()")
+    run_dir = str(tmp_path / "run")
+    kernel.ok(
+        f"%%tfdist --checkpoint-dir {run_dir}\n"
+        "import time\n"
+        "import tfmw_notebook.protocol.checkpoints as _ckpt\n"
+        "_commit, _times = _ckpt.commit, {}\n"
+        "def _slow_commit(temp, run_dir, epoch):\n"
+        "    if epoch == 1 and tfdist.is_chief:\n"
+        "        time.sleep(3)\n"
+        "        _times['commit 1'] = time.monotonic()\n"
+        "    return _commit(temp, run_dir, epoch)\n"
+        "_ckpt.commit = _slow_commit\n"
+        "class _Begins(tf.keras.callbacks.Callback):\n"
+        "    def on_epoch_begin(self, epoch, logs=None):\n"
+        "        _times[f'epoch {epoch + 1}'] = time.monotonic()\n"
+        f"model.fit(train, epochs=3, steps_per_epoch={STEPS}, verbose=0, callbacks=[_Begins()])\n"
+        "_ckpt.commit = _commit\n"
+        "_times['fit returned'] = time.monotonic()", timeout=300)
+    from tfmw_notebook.protocol.checkpoints import TEMP_PREFIX, list_checkpoints
+
+    # Listed as soon as the cell returned: checkpoint 1's commit, 3 s late, was waited for.
+    assert [c.epoch for c in list_checkpoints(run_dir)] == [1, 2, 3]
+    assert not [n for n in os.listdir(run_dir) if n.startswith(TEMP_PREFIX)]
+    times = on_every_worker(kernel, "_times")[0]
+    assert times["epoch 2"] < times["commit 1"], times   # trained while it wrote
+    # ... and saved checkpoint 2 only then: one write in flight (one copy of the weights).
+    assert times["commit 1"] < times["epoch 3"], times
+
+
+def test_an_interrupt_while_the_chief_writes_lets_the_checkpoint_commit_first(kernel, tmp_path):
+    """The restart after an interrupt ends the workers at once (busy in the cell, they get
+    no signal): it waits for the chief's write under way, here held 4 s."""
+    kernel.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP)
+    kernel.ok("%%tfdist\nmodel = build()")
+    run_dir, writing = str(tmp_path / "run"), str(tmp_path / "writing")
+
+    def interrupt_while_writing():
+        deadline = time.monotonic() + 120
+        while not os.path.exists(writing) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kernel.interrupt()
+
+    watcher = threading.Thread(target=interrupt_while_writing)
+    watcher.start()
+    out = kernel.execute(
+        f"%%tfdist --checkpoint-dir {run_dir}\n"
+        "import time\n"
+        "import tfmw_notebook.protocol.checkpoints as _ckpt\n"
+        "_commit = _ckpt.commit\n"
+        "def _slow_commit(temp, run_dir, epoch):\n"
+        "    if epoch == 1 and tfdist.is_chief:\n"
+        f"        open({writing!r}, 'w').close()\n"
+        "        time.sleep(4)\n"
+        "    return _commit(temp, run_dir, epoch)\n"
+        "_ckpt.commit = _slow_commit\n"
+        f"model.fit(train, epochs=1000, steps_per_epoch={STEPS}, verbose=0)", timeout=300)
+    watcher.join(timeout=30)
+    assert out.status == "error" and "interrupted" in out.error["evalue"], out.error
+    from tfmw_notebook.protocol.checkpoints import list_checkpoints
+
+    assert 1 in [c.epoch for c in list_checkpoints(run_dir)], out.stderr
+    assert "letting worker 0 finish writing its checkpoint" in out.stderr
 
 
 def test_restored_weights_are_bit_identical_everywhere_and_in_the_notebook(kernel, tmp_path):

@@ -31,7 +31,8 @@ grows every HEARTBEAT_SECONDS, so the notebook can tell a worker that went silen
 (a host down or cut off) from one that is merely slow. Each beat also says where the
 worker's main thread is (WHERE_KEY): inside TensorFlow/Keras (FRAMEWORK) or at a line
 of the user's own code, so a worker stuck in its own code can be told from the others
-waiting for it in a collective.
+waiting for it in a collective. While a checkpoint is written off the training thread,
+WRITING_KEY says so.
 """
 
 from __future__ import annotations
@@ -63,6 +64,9 @@ ALIVE_KEY = "tfmw-alive"
 WHERE_KEY = "tfmw-where"        # with each beat: FRAMEWORK, or where in the user's code
 FRAMEWORK = "framework"
 HEARTBEAT_SECONDS = 1.0
+# True while the worker's writer thread writes a checkpoint (worker/background_writes.py):
+# the notebook lets that write end before it restarts the workers.
+WRITING_KEY = "tfmw-writing"
 
 EVENTS_KEY_PREFIX = "tfmw-events-"
 _EVENTS_KEY = re.compile(re.escape(EVENTS_KEY_PREFIX) + r"(\d+)\Z")

@@ -27,6 +27,17 @@ def _register_source(source: str, filename: str) -> None:
     linecache.cache[filename] = (len(source), None, lines, filename)
 
 
+def _parsed(shell, source: str, filename: str) -> tuple[ast.Module, ast.Expression | None]:
+    """The cell's statements, and its last expression apart (its value is displayed)."""
+    code = shell.transform_cell(source)
+    _register_source(code, filename)
+    tree = ast.parse(code, filename=filename)
+    last_expr = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last_expr = ast.Expression(tree.body.pop().value)
+    return tree, last_expr
+
+
 def run_cell(source: str, filename: str, display_rank: int | None, options: CellOptions,
              state: FitState, scope: bool = True) -> dict[str, Any]:
     """Execute `source` in the engine's user namespace.
@@ -45,26 +56,26 @@ def run_cell(source: str, filename: str, display_rank: int | None, options: Cell
     from IPython import get_ipython
 
     shell = get_ipython()
-    code = shell.transform_cell(source)
-    _register_source(code, filename)
-    tree = ast.parse(code, filename=filename)
-    last_expr = None
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        last_expr = ast.Expression(tree.body.pop().value)
-
+    tree, last_expr = _parsed(shell, source, filename)
     keras_hooks.configure(options, state)
     namespace = shell.user_ns
     # Steps aside for a scope of another strategy the cell enters (other_strategy_scope.py).
     in_scope = RunnerScope(shared_strategy.shared_strategy()) if scope else contextlib.nullcontext()
+    publish = engine_publish()
+    background_writes.tell_with(publish)
     try:
-        with (Heartbeat(engine_publish(), check=controller_watch.check), in_scope,
+        with (Heartbeat(publish, check=controller_watch.check), in_scope,
               shared_directories.during_cell()):
             exec(compile(tree, filename, "exec"), namespace)
             value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
-            # The cell ends once its end-of-fit snapshots are written (a failed write
-            # fails it). A cell that raised reports its own error at once.
+            # The cell ends once its checkpoints and end-of-fit snapshots are written (a
+            # failed write fails it).
             background_writes.wait()
+    except BaseException:
+        background_writes.wait_after_error()
+        raise
     finally:
+        background_writes.tell_with(None)
         chief_writes.cleanup()   # the other workers' copies of what the cell saved
         output_sent.wait_for_output_sent()
 

@@ -2,9 +2,10 @@
 
 Every worker takes part in each save: each reads the checkpoint's values at the same
 point of training (under MultiWorkerMirroredStrategy those reads may need all of them;
-weights_snapshot.py). The chief then writes them into a temporary directory beside the
-checkpoints and commits it by renaming it into place, so a checkpoint is complete or
-absent even if a worker dies while writing. The others write nothing, so a full disk
+weights_snapshot.py). The chief's writer thread (background_writes.py) then writes them
+into a temporary directory beside the checkpoints while training goes on, and commits it
+by renaming it into place, so a checkpoint is complete or absent even if a worker dies
+while writing. The others write nothing, so a full disk
 fails the chief's save (and that checkpoint) only. The Keras callback that saves after
 each epoch is in keras_checkpoint_saver.py (it imports TensorFlow; this module does so
 only in its functions).
@@ -24,20 +25,20 @@ import uuid
 from ..protocol import checkpoints
 from ..protocol.checkpoints import MODEL_JSON, WEIGHTS, trackables
 from ..protocol.run_options import CheckpointPolicy
-from . import chief_writes, keras_flavour, weights_snapshot
+from . import background_writes, chief_writes, keras_flavour, weights_snapshot
 
 _TOKENS = random.SystemRandom()   # leaves `random`'s global generator to the user's code
 
 
 def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics: dict,
          wall_time: float, policy: CheckpointPolicy) -> str | None:
-    """Checkpoint `epoch` of `model`: read on every worker, written and committed by the
-    chief before training goes on; returns its path on the chief.
+    """Checkpoint `epoch` of `model`: read now on every worker, written and committed by
+    the chief's writer thread (background_writes.py) while training goes on; returns its
+    path on the chief. A write that fails is raised by the next save, or at the cell's end.
 
-    Committed before the next epoch, not by a writer thread: the restart that follows an
-    interrupt ends the workers at once, and a checkpoint still being written then was
-    lost (an epoch the user saw saved). End-of-fit snapshots do go to the writer thread
-    (fit_state.py): only a cell that ended, and so waited for them, is replayed."""
+    The notebook knows a write is under way (the writer says so): before it restarts the
+    workers after an interrupt or a failure it lets the write end (cell_watch.py), so an
+    epoch the user saw saved is not lost."""
     snapshot = weights_snapshot.take(model)
     if snapshot is None:   # this TensorFlow cannot snapshot: every worker writes in place
         return _save_in_place(model, run_dir=run_dir, epoch=epoch, rank=rank,
@@ -45,9 +46,14 @@ def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics:
                               policy=policy)
     if not is_chief:
         return None
-    return _write_committed(run_dir, epoch, rank, policy,
-                            _meta(model, run_dir, epoch, metrics, wall_time),
-                            _model_json(model), snapshot.write)
+    meta = _meta(model, run_dir, epoch, metrics, wall_time)
+    model_json = _model_json(model)
+
+    def write() -> None:
+        _write_committed(run_dir, epoch, rank, policy, meta, model_json, snapshot.write)
+
+    background_writes.hand_over(write)
+    return os.path.join(run_dir, checkpoints.checkpoint_name(epoch))
 
 
 def _save_in_place(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool,

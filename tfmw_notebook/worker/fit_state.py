@@ -37,7 +37,8 @@ def record_after_fit(model, history, *, state_dir: str, cell_id: str, index: int
     final_epoch = epochs[-1] + 1 if epochs else None
     if (policy is not None and not policy.prunes and final_epoch is not None
             and last_saved_epoch == final_epoch):
-        # The chief committed it before its fit returned; every rank reads it.
+        # The chief commits it before the cell ends (background_writes.py); a replay of
+        # the cell, on any rank, reads it.
         record["source"] = "checkpoint"
         record["path"] = os.path.join(policy.run_dir, checkpoints.checkpoint_name(final_epoch))
         return record

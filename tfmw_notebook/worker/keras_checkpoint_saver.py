@@ -13,6 +13,7 @@ import tensorflow as tf
 from ..protocol import checkpoints
 from ..protocol.events import metric_values
 from ..protocol.run_options import CheckpointPolicy
+from . import background_writes
 from .checkpointing import check_shared, save
 from .keras_callbacks import CallbackLogic
 
@@ -31,6 +32,7 @@ class CheckpointSaver(CallbackLogic):
     def on_train_begin(self, logs=None):
         self._started = time.monotonic()
         run_dir = self.policy.run_dir
+        background_writes.wait()   # an earlier fit's last write: its temp dir is not debris
         if self.is_chief:
             checkpoints.ensure_run(run_dir, self.world_size, tf.__version__)
             checkpoints.clean_temp(run_dir)  # debris of a save cut short earlier

@@ -32,6 +32,7 @@ from .liveness import SILENT, SilenceWatch, StallWatch
 from .output import OutputRelay
 from .run_settings import RunSettings
 from .worker_calls import WorkerCalls
+from .write_wait import let_write_end
 
 # Errors a worker raises when a peer went away or a collective was aborted: the
 # worker group cannot go on (a restart is needed, and --max-restarts retries them);
@@ -91,7 +92,15 @@ class CellWatch:
         # (each AsyncResult attribute read waits on two events and parses dates).
         self._published = [future.metadata for future in futures]
         timeout = settings.timeout
-        self._watch(futures, None if timeout is None else time.monotonic() + timeout, timeout)
+        try:
+            self._watch(futures, None if timeout is None else time.monotonic() + timeout,
+                        timeout)
+        except WorkerFailed as failed:
+            # The restart that may follow must not cut the chief's checkpoint write short.
+            if self.workers[0].host not in failed.failure.lost_hosts:
+                let_write_end(self._published[0]["data"], lambda: bool(self.dead_ranks([0])),
+                              self._notice)
+            raise
         outcomes = [future.get() for future in futures]
         return RunResult(display=outcomes[0]["display"], seconds=time.perf_counter() - began,
                          data=[dict(md["data"]) for md in self._published],
@@ -144,6 +153,11 @@ class CellWatch:
             self._take_in(futures)
             raise _failed("interrupted: training was stopped on every worker",
                           kind="interrupt") from None
+
+    def _notice(self, text: str) -> None:
+        stream = self.settings.stderr or sys.stderr
+        stream.write(text + "\n")
+        stream.flush()
 
     def _take_in(self, futures) -> None:
         published = self._published
