@@ -119,6 +119,9 @@ class CellWatch:
         self._stalls, self._warned = StallWatch(len(futures)), set()
         try:
             while True:
+                # Taken before the look for errors: a rank that fails after that look is
+                # seen on the next turn, not returned as done (its error raised raw).
+                all_done = all(f.done() for f in futures)
                 self._take_in(futures)
                 self._check_heard_from(futures)
                 self._check_stalls(futures)
@@ -132,7 +135,7 @@ class CellWatch:
                 dead = self.dead_ranks([r for r, f in enumerate(futures) if not f.done()])
                 if dead:
                     raise self._death(dead)
-                if all(f.done() for f in futures):
+                if all_done:
                     self._drain(futures)
                     if first_error is not None:
                         raise self._error_fault(first_error, futures, all_finished=True)
