@@ -36,6 +36,12 @@ def test_a_chief_that_is_gone_or_a_write_that_never_ends_is_not_waited_for_long(
     assert not let_write_end({WRITING_KEY: True}, lambda: False, lambda text: None, seconds=0.3)
     assert time.monotonic() - began < 1.5
 
+    def controller_gone() -> bool:
+        raise ConnectionError("the controller does not answer")
+
+    assert not let_write_end({WRITING_KEY: True}, controller_gone, print)
+    assert time.monotonic() - began < 2
+
 
 def test_a_second_interrupt_goes_on_without_the_write():
     def interrupted() -> bool:

@@ -96,10 +96,13 @@ class CellWatch:
             self._watch(futures, None if timeout is None else time.monotonic() + timeout,
                         timeout)
         except WorkerFailed as failed:
-            # The restart that may follow must not cut the chief's checkpoint write short.
-            if self.workers[0].host not in failed.failure.lost_hosts:
+            # The restart that may follow must not cut the chief's checkpoint write short
+            # (none follows a controller that is gone, nor reaches a lost host).
+            failure = failed.failure
+            if failure.kind != "controller" and self.workers[0].host not in failure.lost_hosts:
                 let_write_end(self._published[0]["data"], lambda: bool(self.dead_ranks([0])),
-                              self._notice)
+                              lambda text: print(text, file=self.settings.stderr or sys.stderr,
+                                                 flush=True))
             raise
         outcomes = [future.get() for future in futures]
         return RunResult(display=outcomes[0]["display"], seconds=time.perf_counter() - began,
@@ -156,11 +159,6 @@ class CellWatch:
             self._take_in(futures)
             raise _failed("interrupted: training was stopped on every worker",
                           kind="interrupt") from None
-
-    def _notice(self, text: str) -> None:
-        stream = self.settings.stderr or sys.stderr
-        stream.write(text + "\n")
-        stream.flush()
 
     def _take_in(self, futures) -> None:
         published = self._published
