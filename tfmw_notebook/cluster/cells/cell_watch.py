@@ -70,6 +70,7 @@ class CellWatch:
     _warned: set = field(init=False, repr=False)
     _oom: death_cause.OomWatch = field(init=False, repr=False)
     _published: list[dict] = field(init=False, repr=False)   # per rank: ipyparallel's metadata
+    _next_look: float = field(init=False, repr=False)   # when the watch next looks for the dead
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -118,6 +119,7 @@ class CellWatch:
         blocked in a collective that will never complete.
         """
         first_error, grace_ends = None, 0.0
+        self._next_look = time.monotonic() + POLL_SECONDS
         self._silence = SilenceWatch(len(futures), self.silence, jitter=self.jitter)
         self._stalls, self._warned = StallWatch(len(futures)), set()
         try:
@@ -134,10 +136,7 @@ class CellWatch:
                     if failed is not None:
                         first_error = self._first_error(failed, futures)
                         grace_ends = time.monotonic() + self.error_grace
-                # Only ranks still running: one that finished has nothing left to lose.
-                dead = self.dead_ranks([r for r, f in enumerate(futures) if not f.done()])
-                if dead:
-                    raise self._death(dead)
+                self._check_dead(futures)
                 if all_done:
                     self._drain(futures)
                     if first_error is not None:
@@ -159,6 +158,16 @@ class CellWatch:
             self._take_in(futures)
             raise _failed("interrupted: training was stopped on every worker",
                           kind="interrupt") from None
+
+    def _check_dead(self, futures) -> None:
+        """Ranks still running whose engine is gone, at most every POLL_SECONDS (a look reads
+        each /proc entry, and each rank's reply is a loop turn: 8 ms a cell at N = 8)."""
+        if time.monotonic() < self._next_look:
+            return
+        self._next_look = time.monotonic() + POLL_SECONDS
+        dead = self.dead_ranks([r for r, f in enumerate(futures) if not f.done()])
+        if dead:
+            raise self._death(dead)
 
     def _take_in(self, futures) -> None:
         published = self._published
@@ -203,20 +212,13 @@ class CellWatch:
 
     def _lost(self, ranks: list[int], verdicts: dict[int, worker_probe.Verdict]) -> WorkerFailed:
         names = ", ".join(self._describe(rank) for rank in ranks)
-        reasons = "; ".join(dict.fromkeys(self._why_lost(rank, verdicts[rank]) for rank in ranks))
+        reasons = "; ".join(dict.fromkeys(_why_lost(self.workers[rank], verdicts[rank])
+                                          for rank in ranks))
         cut_off = tuple(dict.fromkeys(self.workers[rank].host for rank in ranks
                                       if verdicts[rank] == "unreachable"))
         quiet = self._silence.quiet_for(ranks[0])
         return _failed(f"worker {names} not heard from for {quiet:.0f} s: {reasons}",
                        kind="lost", rank=ranks[0], retryable=not cut_off, lost_hosts=cut_off)
-
-    def _why_lost(self, rank: int, verdict: worker_probe.Verdict) -> str:
-        if verdict == "unreachable":
-            return "its host may be down or cut off from this one"
-        if is_this_host(self.workers[rank].host):
-            return "its process is stopped"
-        return ("its host answers but its TensorFlow server does not: the process is "
-                "stopped or hung")
 
     def _check_stalls(self, futures) -> None:
         """Name a rank stuck in its own code while others wait (--stall-warning), and end
@@ -303,6 +305,14 @@ class CellWatch:
 
     def dead_ranks(self, ranks: list[int]) -> list[int]:
         return dead_ranks(self.group, self.workers, ranks)
+
+
+def _why_lost(worker: EngineReport, verdict: worker_probe.Verdict) -> str:
+    if verdict == "unreachable":
+        return "its host may be down or cut off from this one"
+    if is_this_host(worker.host):
+        return "its process is stopped"
+    return "its host answers but its TensorFlow server does not: the process is stopped or hung"
 
 
 def _place(where: str) -> str:
