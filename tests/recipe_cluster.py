@@ -16,6 +16,10 @@ import time
 from doc_recipes import Recipe
 from test_multihost import wait_for
 
+# `ipcluster start` tears its whole cluster down when its engines stop within this many
+# seconds of their start (IPClusterStart.early_shutdown); a user's job is older.
+EARLY_SHUTDOWN_SECONDS = 30
+
 
 def login_shell_env(site: dict[str, str]) -> dict[str, str]:
     """A shell on the login node: this virtualenv active, the site's settings (`site`)."""
@@ -47,6 +51,12 @@ class RecipeIpcluster:
                  60, "ipcluster's cluster file")
         assert self.process.poll() is None, self.output()
 
+    def wait_past_early_shutdown(self) -> None:
+        """Until ipcluster no longer takes an ended job for engines that failed to start
+        (it logs so; its clock starts once the launcher runs, after the controller's start)."""
+        wait_for(lambda: "Engines appear to have started successfully" in self.output(tail=10**7),
+                 EARLY_SHUTDOWN_SECONDS + 60, "ipcluster's early-shutdown window to pass")
+
     def output(self, tail: int = 3000) -> str:
         with open(self.log, errors="replace") as f:
             return f.read()[-tail:]
@@ -68,7 +78,8 @@ class RecipeIpcluster:
             if self.process.poll() is None:
                 self.stop()
         finally:
-            os.remove(self.config)
+            if os.path.exists(self.config):   # a test may close it before its fixture does
+                os.remove(self.config)
 
 
 def named_at(out, text: str, ended: float) -> float:

@@ -10,6 +10,7 @@ host, and the hostfile's path.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -21,14 +22,11 @@ from recipe_cluster import RecipeIpcluster, named_at
 from sim_hosts import sim_hosts_or_skip
 from sim_mpi import MpiHosts, ensure_openmpi
 from test_multihost import FIT_WITH_MARKER, QUICK_FIT, REDUCE, host_pids, status, wait_for
-from test_multihost_ssh import fit_cut_off_midway
+from test_multihost_ssh import WARM_SPARES, fit_cut_off_midway
 
 pytestmark = pytest.mark.timeout(300)
 
 HOSTFILE_IN_DOCS = "/path/to/hosts"
-# `ipcluster start` tears its whole cluster down when its engines stop within this many
-# seconds of their start (IPClusterStart.early_shutdown); a user's job is older.
-EARLY_SHUTDOWN_SECONDS = 30
 FIT = "%%tfdist{flags}\n" + FIT_WITH_MARKER
 
 
@@ -69,12 +67,6 @@ class MpiIpcluster(RecipeIpcluster):
     def __init__(self, mpi: MpiHosts, ipython_dir: str, workdir: str):
         super().__init__(sized_recipe(mpi), os.path.join(ipython_dir, "profile_default"),
                          workdir, mpi.env)
-
-    def wait_past_early_shutdown(self) -> None:
-        """Until ipcluster no longer takes an ended job for engines that failed to start
-        (it logs so; its clock starts once `mpiexec` runs, after the controller's start)."""
-        wait_for(lambda: "Engines appear to have started successfully" in self.output(tail=10**7),
-                 EARLY_SHUTDOWN_SECONDS + 60, "ipcluster's early-shutdown window to pass")
 
 
 @pytest.fixture(scope="module")
@@ -212,3 +204,37 @@ def test_stop_lets_go_of_the_mpi_job_and_ipcluster_stop_ends_it(sim, ipcluster, 
     wait_for(lambda: not job_processes(sim), 30, "every process of the MPI job to end")
     assert ipcluster.process.returncode is not None
     assert not os.path.exists(ipcluster.cluster_file)
+
+
+def test_standby_spares_come_in_an_mpi_job_of_their_own_and_a_restart_takes_them(
+        sim, mpi, ipcluster, kernel, ipython_dir, tmp_path):
+    """`attach --standby 2`: the spares come through the cluster's launcher, an mpiexec of
+    their own (the variables TensorFlow reads at import passed on with `-x`), one on each
+    host, and import TensorFlow there; a restart makes them the workers (K = N: nothing
+    waits for mpiexec), the pool refills, and the recipe's stop ends every job."""
+    ipcluster.close()   # the recipe's cluster, ended by the test before
+    cluster = MpiIpcluster(mpi, ipython_dir, str(tmp_path))
+    try:
+        (attach,) = [line for line in cluster.recipe.notebook
+                     if line.startswith("%tfdist attach")]
+        out = kernel.ok(attach + " --standby 2", timeout=180)
+        assert "2 workers ready" in out.stdout and "2 spare engines start" in out.stdout, \
+            out.stdout
+        cluster.wait_past_early_shutdown()
+        workers = {row["pid"] for row in status(kernel)}
+        spares = json.loads(kernel.ok(WARM_SPARES, timeout=240).stdout.strip().splitlines()[-1])
+        assert set(spares) <= engine_pids(sim) - workers   # on the hosts, through mpiexec
+        out = kernel.ok("%tfdist restart", timeout=180)
+        rows = status(kernel)
+        assert sorted(row["pid"] for row in rows) == spares, out.stdout
+        assert sorted(row["host"] for row in rows) == [h.hostname for h in sim.hosts], rows
+        assert kernel.ok(REDUCE, timeout=60).results[-1]["text/plain"] == "2.0"
+        refill = json.loads(kernel.ok(WARM_SPARES, timeout=240).stdout.strip().splitlines()[-1])
+        assert len(refill) == 2 and not set(refill) & set(spares)
+        print(f"MPI, standby 2: {out.stdout.strip()}")
+        kernel.ok("%tfdist stop", timeout=60)
+    finally:
+        done = cluster.stop()
+        cluster.close()
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: not job_processes(sim), 60, "every process of the MPI jobs to end")

@@ -9,6 +9,7 @@ Only the sizes change: 4 engines on 2 nodes with 2 CPUs and 2 (scheduled) GPUs e
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
@@ -22,11 +23,12 @@ from recipe_cluster import RecipeIpcluster, named_at
 from sim_hosts import sim_hosts_or_skip
 from sim_slurm import SlurmHosts, ensure_slurm, remove_leftovers
 from test_multihost import FIT_WITH_MARKER, QUICK_FIT, REDUCE, status, wait_for
-from test_multihost_ssh import fit_cut_off_midway
+from test_multihost_ssh import WARM_SPARES, fit_cut_off_midway
 
 pytestmark = pytest.mark.timeout(300)
 
 SIZES = {"-n 8": "-n 4"}   # what the simulated nodes hold
+SIZES_WITH_SPARES = {"-n 8": "-n 2"}   # 2 workers and 2 spares: the nodes' 4 CPUs
 RECIPE = recipe("Slurm").sized(SIZES)
 (ATTACH,) = [line for line in RECIPE.notebook if line.startswith("%tfdist attach ")]
 (LET_GO,) = [line for line in RECIPE.notebook if line == "%tfdist stop"]
@@ -212,3 +214,50 @@ def test_cancelled_job_is_named_with_host_and_job_and_the_fit_completes_in_a_new
     assert done.returncode == 0, done.stderr
     wait_for(lambda: not slurm.jobs(), 30, "every Slurm job to end")
     assert ipcluster.process.returncode is not None
+
+
+def running_jobs(slurm) -> dict[str, str]:
+    return {job: nodes for job, (state, nodes) in slurm.jobs().items() if state == "RUNNING"}
+
+
+def test_standby_spares_come_in_a_slurm_job_and_the_restart_after_a_kill_takes_them(
+        slurm, ipcluster, kernel, ipython_dir, tmp_path):
+    """`attach --standby 2` on the recipe's cluster sized 2: the spares come through the
+    cluster's launcher (sbatch: a job of their own) and import TensorFlow there; a worker
+    killed mid-fit: the restart takes both (K = N: no worker waits for a job to start),
+    the fit resumes, the workers' old job ends, and the pool refills in a new job."""
+    ipcluster.close()   # the recipe's cluster of 4, ended by the test before
+    sized = recipe("Slurm").sized(SIZES_WITH_SPARES)
+    (attach,) = [line for line in sized.notebook if line.startswith("%tfdist attach ")]
+    cluster = RecipeIpcluster(sized, os.path.join(ipython_dir, "profile_default"),
+                              str(tmp_path), slurm.env)
+    try:
+        out = kernel.ok(attach + " --standby 2", timeout=240)
+        assert "2 workers ready" in out.stdout and "2 spare engines start" in out.stdout, \
+            out.stdout
+        (workers_job,) = running_jobs(slurm)
+        spares = json.loads(kernel.ok(WARM_SPARES, timeout=240).stdout.strip().splitlines()[-1])
+        assert len(spares) == 2 and len(running_jobs(slurm)) == 2, slurm.jobs()
+        cluster.wait_past_early_shutdown()   # else ending the old job ends the cluster
+        kernel.ok("%%tfdist\n" + QUICK_FIT)
+        marker = str(tmp_path / "killed")
+        code = FIT.format(flags=" --max-restarts 1", rank=1, marker=marker, epochs=3,
+                          action="os.kill(os.getpid(), signal.SIGKILL)")
+        out = kernel.execute(code, timeout=240)
+        assert out.status == "ok", out.error_text + out.stderr
+        assert "restart 1 of 1 after: worker 1" in out.stderr, out.stderr
+        assert "3 epochs" in out.stdout, out.stdout   # run again in full on the spares
+        assert sorted(row["pid"] for row in status(kernel)) == spares
+        wait_for(lambda: workers_job not in running_jobs(slurm), 60, "the old job to end")
+        refill = json.loads(kernel.ok(WARM_SPARES, timeout=240).stdout.strip().splitlines()[-1])
+        assert len(refill) == 2 and not set(refill) & set(spares)
+        assert len(running_jobs(slurm)) == 2, slurm.jobs()   # the workers', the new spares'
+        took = kernel.ok("from tfmw_notebook.magics.session import active_cluster as _c\n"
+                         "print(f'{_c().last_restart_seconds:.1f}')").stdout.strip()
+        print(f"Slurm, standby 2: the restart after the kill took {took} s")
+        kernel.ok(LET_GO, timeout=60)
+    finally:
+        done = cluster.stop()
+        cluster.close()
+    assert done.returncode == 0, done.stderr
+    wait_for(lambda: not slurm.jobs(), 60, "every Slurm job to end")

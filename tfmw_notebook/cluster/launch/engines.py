@@ -27,11 +27,13 @@ from ...protocol.engine_standin import SOCKET_VARIABLE
 from ...protocol.orphan_guard import launched_by_this_process
 from ...protocol.tempdirs import remove_worker_tempdir
 from .attached_standby import AttachedStandby, spare_launch
+from .cluster_file import read_cluster
 from .fork_server import STANDIN_COMMAND, ForkServer
 from .launched_engines import ended_engines, stop_engine_sets
 from .limits import POLL_SECONDS
 from .placement import launcher_name, placed
 from .private_network import PrivateNetwork
+from .retired_engines import RetiredEngines
 from .standby import WarmStandby
 
 _log = logging.getLogger("tfmw_notebook")
@@ -99,7 +101,7 @@ class EngineGroup:
         self.cluster = cluster  # None when attached by url file only: cannot restart
         self.owned = owned      # we started controller and engines: we stop them
         self.ids: list[int] = []
-        self._retired: set[int] = set()
+        self._retired = RetiredEngines(self._engine_uuid)
         self._engine_kwargs: dict = {}  # how our engines were launched, to launch alike
         self._engine_argv: list[str] = list(ipengine_cmd_argv)
         self.url_file: str | None = None  # the connection file we attached by, if any
@@ -224,7 +226,7 @@ class EngineGroup:
                               launched: Collection[str] = frozenset()) -> list[int]:
         """Ids of `n` engines new to this group. `launched`: the engine sets we just
         started; one whose process ends before it registers fails the wait at once."""
-        known = set(self.ids) | self._retired
+        known = set(self.ids) | self._retired.ids()
         # An engine started by mpiexec asks for its MPI rank as its id: once the engines
         # of the job before have left the hub, the new ones get the same ids. New is
         # therefore an id we do not know, or one that now names another engine.
@@ -260,7 +262,7 @@ class EngineGroup:
         maps engine id -> (host, pid); local ones are killed directly, remote ones through
         their nanny, unless on `unreachable` hosts (known lost)."""
         _kill(self.client, pids, unreachable)
-        self._retired.update(pids)
+        self._retired.add(pids)
 
     def can_restart(self) -> bool:
         if self.cluster is not None and not self.cluster.engines:
@@ -283,7 +285,7 @@ class EngineGroup:
         see check_restartable). `place`: {host: count}, where the launcher is told to put
         them (placement.py); `unreachable`: hosts known lost (_forget_unreachable)."""
         cluster = self.check_restartable(hosts)
-        self._retired.update(self.ids)
+        self._retired.add(self.ids)
         self.ids = []
         deadline = time.monotonic() + timeout
         reopen = self.network is not None and not self.network.is_open()
@@ -291,7 +293,7 @@ class EngineGroup:
         _forget_unreachable(cluster, unreachable)
         if spares is not None:
             spares.stale |= reopen   # spares in the old network went with it
-            self._retired |= spares.end_old(self.registered(), self._taken(), unreachable)
+            self._retired.add(spares.end_old(self.registered(), self._taken(), unreachable))
         else:
             stop_engine_sets(cluster)
         try:
@@ -321,7 +323,7 @@ class EngineGroup:
         return self.ids
 
     def _taken(self) -> set[int]:
-        return set(self.ids) | self._retired
+        return set(self.ids) | self._retired.ids()
 
     def fill_standby(self) -> None:
         """Launch the spares the pool lacks (standby.py): they register and import
@@ -345,8 +347,7 @@ def _reloaded(cluster: ipp.Cluster) -> ipp.Cluster:
     launching, its cluster file names the engine launcher only once the engines started."""
     try:
         # With its profile, so the launcher gets the profile's settings (SSH options).
-        return ipp.Cluster.from_file(profile_dir=cluster.profile_dir,
-                                     cluster_id=cluster.cluster_id, log_level=logging.ERROR)
+        return read_cluster(cluster.profile_dir, cluster.cluster_id)
     except (OSError, ValueError) as exc:
         _log.warning("could not read %s again: %r", cluster.cluster_file, exc)
         return cluster
@@ -362,7 +363,7 @@ def _keep_spares(group: EngineGroup, size: int, environment: dict[str, str]) -> 
             "none is known (attached by its connection file, or its engines were started "
             "by hand): attach by profile to a cluster `ipcluster start` launched, or "
             "without standby")
-    group._retired |= group.registered() - set(group.ids)
+    group._retired.add(group.registered() - set(group.ids))
     group.standby = AttachedStandby(size, group.cluster, spare_launch(group.cluster, environment),
                                     group.client)
 
@@ -458,10 +459,7 @@ def _attached_client(profile: str | None, cluster_id: str | None, url_file: str 
         # new profile directory behind, as Cluster(profile=...) would).
         profile_dir = ProfileDir.find_profile_dir_by_name(
             get_ipython_dir(), profile or "default").location
-        # Quiet as the clusters we start: in a kernel, its INFO lines ("Stopping engine(s)")
-        # would land in the cell's output.
-        cluster = ipp.Cluster.from_file(profile_dir=profile_dir, cluster_id=cluster_id or "",
-                                        log_level=logging.ERROR)
+        cluster = read_cluster(profile_dir, cluster_id or "")
     except (ProfileDirError, FileNotFoundError):
         where = f"profile {profile or 'default'!r}" + (
             f", cluster id {cluster_id!r}" if cluster_id else "")
@@ -471,6 +469,10 @@ def _attached_client(profile: str | None, cluster_id: str | None, url_file: str 
             f"no running ipyparallel cluster found ({where}): start one with "
             f"`ipcluster start -n 2{flags}` or pass `cluster_id=` / `url_file=`"
         ) from None
+    except ValueError as exc:
+        raise ClusterSetupError(
+            f"the cluster file in {profile_dir}/security cannot be read ({exc}): start "
+            "the cluster again (`ipcluster start`), or attach with `url_file=`") from None
     client = _connect(lambda: cluster.connect_client_sync(timeout=timeout),
                       cluster.cluster_file)
     return client, cluster
