@@ -21,6 +21,23 @@ class FakeClock:
         return self.now
 
 
+@pytest.fixture(autouse=True)
+def no_drawing_before():
+    """Each test's kernel has drawn nothing yet: its first drawing's cost is the guess."""
+    from tfmw_notebook.widgets import dashboard as module
+
+    module._drawing_cost.last = None
+    yield
+    module._drawing_cost.last = None
+
+
+def drawn_before(seconds: float) -> None:
+    """The kernel's last drawing took `seconds`: the next dashboard expects as much."""
+    from tfmw_notebook.widgets import dashboard as module
+
+    module._drawing_cost.remember(seconds)
+
+
 def begin(rank, epochs=2, steps=20):
     return {"kind": "train_begin", "rank": rank, "time": 0.0, "epochs": epochs, "steps": steps,
             "mode": "fit"}
@@ -54,7 +71,7 @@ def feed_over(dashboard, clock, seconds, every=0.1, first_step=0):
 
 def test_a_short_fit_is_first_drawn_once_drawing_fits_in_its_share():
     """Points from the start (a warm fit): no picture until one drawing's expected cost
-    is DRAW_SHARE of the time since the dashboard appeared (1.25 s at 2%, 25 ms)."""
+    is DRAW_SHARE of the time since the dashboard appeared (4.5 s at 2%, 90 ms)."""
     from tfmw_notebook.widgets.dashboard import DRAW_SHARE, FIRST_DRAWING_GUESS
 
     clock = FakeClock()
@@ -67,6 +84,25 @@ def test_a_short_fit_is_first_drawn_once_drawing_fits_in_its_share():
     sent = image_updates(dashboard)
     assert len(sent) == 1 and sent[0].startswith(PNG_SIGNATURE)
     assert dashboard.image.value == sent[0]
+
+
+def test_the_next_dashboard_expects_what_the_kernels_last_drawing_took(monkeypatch):
+    """A cell's final picture took 30 ms (a fast machine): the next cell's fit is first
+    drawn once 30 ms is DRAW_SHARE of its time (1.5 s), not after the guess's 4.5 s."""
+    from tfmw_notebook.widgets.dashboard import DRAW_SHARE, FIRST_DRAWING_GUESS
+
+    clock = FakeClock()
+    drawing_takes(monkeypatch, clock, 0.03)
+    earlier = Dashboard(MetricsStore(), clock=clock)
+    earlier.feed([begin(0, steps=100), batch(0, 0, loss=1.0)])
+    earlier.final_png()
+    dashboard = Dashboard(MetricsStore(), clock=clock)
+    dashboard.feed(begin(0, steps=1000))
+    step = feed_over(dashboard, clock, 0.03 / DRAW_SHARE - 0.2)
+    assert image_updates(dashboard) == []
+    feed_over(dashboard, clock, 0.3, first_step=step)
+    assert len(image_updates(dashboard)) == 1
+    assert 0.03 / DRAW_SHARE + 0.1 < FIRST_DRAWING_GUESS / DRAW_SHARE
 
 
 def drawing_takes(monkeypatch, clock, seconds: float) -> None:
@@ -86,6 +122,7 @@ def test_after_a_slow_first_step_the_first_point_is_drawn_at_once(monkeypatch):
     """Tracing took 3 s (no curve, nothing drawn): the first point is drawn when it
     comes, and the time saved while waiting pays for that drawing, not for a burst."""
     clock = FakeClock()
+    drawn_before(0.025)
     drawing_takes(monkeypatch, clock, 0.025)
     dashboard = Dashboard(MetricsStore(), clock=clock)
     dashboard.feed(begin(0, steps=100))
@@ -119,13 +156,17 @@ def test_live_drawing_takes_at_most_its_share_of_the_time(monkeypatch):
 def test_a_slow_drawing_still_moves_every_max_interval(monkeypatch):
     """A drawing far over the share (1 s): the curves are still redrawn every
     MAX_REDRAW_INTERVAL seconds after the last drawing ended."""
-    from tfmw_notebook.widgets.dashboard import MAX_REDRAW_INTERVAL
+    from tfmw_notebook.widgets.dashboard import (
+        DRAW_SHARE,
+        FIRST_DRAWING_GUESS,
+        MAX_REDRAW_INTERVAL,
+    )
 
     clock = FakeClock()
     dashboard = Dashboard(MetricsStore(), clock=clock)
     dashboard.feed([begin(0, steps=100), batch(0, 0, loss=1.0)])
     drawing_takes(monkeypatch, clock, 1.0)
-    clock.now += 1.3
+    clock.now += FIRST_DRAWING_GUESS / DRAW_SHARE + 0.1
     dashboard.feed([batch(0, 1, loss=0.5)])
     assert len(image_updates(dashboard)) == 1       # the first: its cost was not known
     clock.now += MAX_REDRAW_INTERVAL - 0.5

@@ -1,6 +1,7 @@
 """A checkpoint read now and written later (worker/weights_snapshot.py), with real
 TensorFlow in a process of its own per Keras: training and assignments after the read
-do not reach the file, and `tf.train.Checkpoint.read` restores it."""
+do not reach the file, and `tf.train.Checkpoint.read` restores it; a fit's later
+snapshots, read without gathering again, hold their own moment's values."""
 
 import os
 import subprocess
@@ -29,7 +30,8 @@ y = x.sum(axis=1, keepdims=True)
 model.fit(x, y, epochs=1, verbose=0)
 read = [w.copy() for w in model.get_weights()]
 steps = int(model.optimizer.iterations.numpy())
-snapshot = weights_snapshot.take(model)
+taker = weights_snapshot.SnapshotTaker()   # a fit's saves: gathered once, then read
+snapshot = taker.take(model)
 assert snapshot is not None, "this TensorFlow has the saver's parts: no fallback expected"
 model.fit(x, y, epochs=2, verbose=0)   # the optimizer updates the variables in place
 for variable in model.weights:
@@ -42,6 +44,35 @@ snapshot.write(prefix)
 tf.train.Checkpoint(**trackables(model)).read(prefix).expect_partial()
 assert all(np.array_equal(a, b) for a, b in zip(read, model.get_weights())), "not the snapshot"
 assert int(model.optimizer.iterations.numpy()) == steps
+
+# Taken again by the same taker (no gathering): the values of that later moment.
+for variable in model.weights:
+    if "float" in str(variable.dtype):
+        variable.assign(variable * 2.0 + 0.5)
+later = [w.copy() for w in model.get_weights()]
+again = taker.take(model)
+assert taker.reused == 1, taker.reused
+for variable in model.weights:
+    if "float" in str(variable.dtype):
+        variable.assign(variable - 3.0)
+prefix = os.path.join(tempfile.mkdtemp(), "weights")
+again.write(prefix)
+tf.train.Checkpoint(**trackables(model)).read(prefix).expect_partial()
+assert all(np.array_equal(a, b) for a, b in zip(later, model.get_weights())), "not the later one"
+
+# Another model (other variables): gathered anew, its own values.
+with strategy.scope():
+    other = keras.models.clone_model(model)
+    other.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+other.fit(x, y, epochs=1, verbose=0)
+others = [w.copy() for w in other.get_weights()]
+third = taker.take(other)
+assert taker.reused == 1, "the other model's variables were read through the first's"
+prefix = os.path.join(tempfile.mkdtemp(), "weights")
+third.write(prefix)
+other.fit(x, y, epochs=1, verbose=0)
+tf.train.Checkpoint(**trackables(other)).read(prefix).expect_partial()
+assert all(np.array_equal(a, b) for a, b in zip(others, other.get_weights())), "not the other"
 flavour = 2 if "tf_keras" in type(model).__module__ else 3
 print("SNAPSHOT OK", "Keras", flavour, len(read), "weights")
 '''

@@ -29,14 +29,31 @@ from .summaries import format_metrics, format_value, progress_text, summary_text
 # cores (measured on 2 cores: each ms of drawing during a fit made the fit about a ms
 # longer). So live drawings take at most DRAW_SHARE of the time since the dashboard
 # appeared: a drawing is due when the time drawn so far plus the next drawing's expected
-# cost fits in that share (time not drawn is saved for one drawing at most). A warm fit
-# of a second is drawn only when it ends; after a first step that traces for a second
-# or more the curves appear with the first point; a long fit is redrawn about once a
-# second, and at least every MAX_REDRAW_INTERVAL seconds (the picture must be seen to move).
+# cost fits in that share (time not drawn is saved for one drawing at most). The expected
+# cost is the kernel's last drawing (FIRST_DRAWING_GUESS before any). A fit of a few
+# seconds is drawn only when it ends; after a first step that traces for several seconds
+# the curves appear with the first point; a long fit is redrawn as often as the share
+# allows, and at least every MAX_REDRAW_INTERVAL seconds (the picture must be seen to move).
 DRAW_SHARE = 0.02
-FIRST_DRAWING_GUESS = 0.025   # seconds; one drawing measured 13-40 ms on 2 cores
-MAX_REDRAW_INTERVAL = 2.0
+FIRST_DRAWING_GUESS = 0.09    # seconds; one drawing measured 85-110 ms on 2 cores
+MAX_REDRAW_INTERVAL = 5.0
 DETAIL_INTERVAL = 1.0   # seconds between updates of each worker's row under a host's line
+
+
+class _DrawingCost:
+    """What the kernel's last drawing took: the next dashboard's first estimate."""
+
+    def __init__(self) -> None:
+        self.last: float | None = None
+
+    def expected(self) -> float:
+        return FIRST_DRAWING_GUESS if self.last is None else self.last
+
+    def remember(self, seconds: float) -> None:
+        self.last = seconds
+
+
+_drawing_cost = _DrawingCost()
 
 
 class _ProgressRow:
@@ -97,7 +114,7 @@ class Dashboard:
         self._started = clock()
         self._last_redraw = -float("inf")
         self._drawing_seconds = 0.0      # spent on live drawings so far
-        self._expected_cost = FIRST_DRAWING_GUESS
+        self._expected_cost = _drawing_cost.expected()
         self._stale = True              # the image does not show everything in the store yet
         self.redraws = 0
         self.image = sharp_image()
@@ -145,7 +162,10 @@ class Dashboard:
 
     def final_png(self) -> bytes:
         """The curves as they stand, for the static image left in the cell."""
-        return render_curves_png(self.store)
+        began = self._clock()
+        png = render_curves_png(self.store)
+        _drawing_cost.remember(self._clock() - began)
+        return png
 
     def close(self) -> None:
         """Close every widget of the view (the static image has replaced it), also those
@@ -167,6 +187,7 @@ class Dashboard:
         show_figure(self.image, render_curves_png(self.store), self.waiting)
         self._last_redraw = self._clock()
         self._expected_cost = self._last_redraw - began
+        _drawing_cost.remember(self._expected_cost)
         self._drawing_seconds += self._expected_cost
         self._stale = False
         self.redraws += 1

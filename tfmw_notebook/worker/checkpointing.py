@@ -31,15 +31,16 @@ _TOKENS = random.SystemRandom()   # leaves `random`'s global generator to the us
 
 
 def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics: dict,
-         wall_time: float, policy: CheckpointPolicy) -> str | None:
+         wall_time: float, policy: CheckpointPolicy,
+         taker: weights_snapshot.SnapshotTaker | None = None) -> str | None:
     """Checkpoint `epoch` of `model`: read now on every worker, written and committed by
     the chief's writer thread (background_writes.py) while training goes on; returns its
     path on the chief. A write that fails is raised by the next save, or at the cell's end.
 
     The notebook knows a write is under way (the writer says so): before it restarts the
     workers after an interrupt or a failure it lets the write end (cell_watch.py), so an
-    epoch the user saw saved is not lost."""
-    snapshot = weights_snapshot.take(model)
+    epoch the user saw saved is not lost. `taker`: the fit's, which gathers once."""
+    snapshot = (taker or weights_snapshot.SnapshotTaker()).take(model)
     if snapshot is None:   # this TensorFlow cannot snapshot: every worker writes in place
         return _save_in_place(model, run_dir=run_dir, epoch=epoch, rank=rank,
                               is_chief=is_chief, metrics=metrics, wall_time=wall_time,

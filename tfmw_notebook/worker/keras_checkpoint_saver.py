@@ -13,7 +13,7 @@ import tensorflow as tf
 from ..protocol import checkpoints
 from ..protocol.events import metric_values
 from ..protocol.run_options import CheckpointPolicy
-from . import background_writes
+from . import background_writes, weights_snapshot
 from .checkpointing import check_shared, save
 from .keras_callbacks import CallbackLogic
 
@@ -28,9 +28,11 @@ class CheckpointSaver(CallbackLogic):
         self.world_size = world_size
         self._started = time.monotonic()
         self.last_saved_epoch: int | None = None  # epochs done at the last save
+        self._taker = weights_snapshot.SnapshotTaker()   # a fit's saves gather once
 
     def on_train_begin(self, logs=None):
         self._started = time.monotonic()
+        self._taker = weights_snapshot.SnapshotTaker()
         run_dir = self.policy.run_dir
         background_writes.wait()   # an earlier fit's last write: its temp dir is not debris
         if self.is_chief:
@@ -45,5 +47,6 @@ class CheckpointSaver(CallbackLogic):
         metrics = metric_values(logs)
         save(self.model, run_dir=self.policy.run_dir, epoch=done, rank=self.rank,
              is_chief=self.is_chief, metrics=metrics,
-             wall_time=time.monotonic() - self._started, policy=self.policy)
+             wall_time=time.monotonic() - self._started, policy=self.policy,
+             taker=self._taker)
         self.last_saved_epoch = done
