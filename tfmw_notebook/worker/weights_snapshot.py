@@ -148,5 +148,8 @@ def _on_cpu(value: Any) -> Any:
 
     if value is None:   # an uninitialized variable: the saver skips it
         return None
+    if (isinstance(value, tf.Tensor) and not isinstance(value, tf.Variable)
+            and value.device.endswith("CPU:0")):
+        return value    # a read already, where it is written from: one op less each
     with tf.device("/cpu:0"):
         return tf.identity(value)
