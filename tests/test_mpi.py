@@ -188,53 +188,37 @@ def test_min_workers_goes_on_in_a_job_on_the_host_left_and_resize_grows_back(
     wait_for(lambda: engine_pids(sim) == workers, 30, "only the workers' engines to run")
 
 
-def test_stop_lets_go_of_the_mpi_job_and_ipcluster_stop_ends_it(sim, ipcluster, kernel):
+def test_stop_lets_go_of_the_job_spares_come_in_one_of_their_own_and_ipcluster_stop_ends_all(
+        sim, ipcluster, kernel):
+    """`%tfdist stop` lets go of the recipe's MPI job (it runs on). Attached again with
+    `--standby 2`, the spares come through the cluster's launcher, an mpiexec of their own
+    (the variables TensorFlow reads at import passed on with `-x`), one on each host, and
+    import TensorFlow there; a restart makes them the workers (K = N: nothing waits for
+    mpiexec) and the pool refills. The recipe's `ipcluster stop` then ends every job."""
     (let_go,) = [line for line in ipcluster.recipe.notebook if line == "%tfdist stop"]
     (attach,) = [line for line in ipcluster.recipe.notebook if line.startswith("%tfdist attach")]
     running = set(job_processes(sim))
     kernel.ok(let_go, timeout=60)
     time.sleep(1)
     assert set(job_processes(sim)) == running   # the same job runs on
-    out = kernel.ok(attach, timeout=120)
-    assert "2 workers ready" in out.stdout, out.stdout
+    out = kernel.ok(attach + " --standby 2", timeout=180)
+    assert "2 workers ready" in out.stdout and "2 spare engines start" in out.stdout, out.stdout
+    ipcluster.wait_past_early_shutdown()   # else ending the workers' job ends the cluster
+    workers = {row["pid"] for row in status(kernel)}
+    spares = json.loads(kernel.ok(WARM_SPARES, timeout=240).stdout.strip().splitlines()[-1])
+    assert set(spares) <= engine_pids(sim) - workers   # on the hosts, through mpiexec
+    out = kernel.ok("%tfdist restart", timeout=180)
+    rows = status(kernel)
+    assert sorted(row["pid"] for row in rows) == spares, out.stdout
+    assert sorted(row["host"] for row in rows) == [h.hostname for h in sim.hosts], rows
+    assert kernel.ok(REDUCE, timeout=60).results[-1]["text/plain"] == "2.0"
+    refill = json.loads(kernel.ok(WARM_SPARES, timeout=240).stdout.strip().splitlines()[-1])
+    assert len(refill) == 2 and not set(refill) & set(spares)
+    print(f"MPI, standby 2: {out.stdout.strip()}")
     kernel.ok(let_go, timeout=60)
 
     done = ipcluster.stop()
     assert done.returncode == 0, done.stderr
-    wait_for(lambda: not job_processes(sim), 30, "every process of the MPI job to end")
+    wait_for(lambda: not job_processes(sim), 60, "every process of the MPI jobs to end")
     assert ipcluster.process.returncode is not None
     assert not os.path.exists(ipcluster.cluster_file)
-
-
-def test_standby_spares_come_in_an_mpi_job_of_their_own_and_a_restart_takes_them(
-        sim, mpi, ipcluster, kernel, ipython_dir, tmp_path):
-    """`attach --standby 2`: the spares come through the cluster's launcher, an mpiexec of
-    their own (the variables TensorFlow reads at import passed on with `-x`), one on each
-    host, and import TensorFlow there; a restart makes them the workers (K = N: nothing
-    waits for mpiexec), the pool refills, and the recipe's stop ends every job."""
-    ipcluster.close()   # the recipe's cluster, ended by the test before
-    cluster = MpiIpcluster(mpi, ipython_dir, str(tmp_path))
-    try:
-        (attach,) = [line for line in cluster.recipe.notebook
-                     if line.startswith("%tfdist attach")]
-        out = kernel.ok(attach + " --standby 2", timeout=180)
-        assert "2 workers ready" in out.stdout and "2 spare engines start" in out.stdout, \
-            out.stdout
-        cluster.wait_past_early_shutdown()
-        workers = {row["pid"] for row in status(kernel)}
-        spares = json.loads(kernel.ok(WARM_SPARES, timeout=240).stdout.strip().splitlines()[-1])
-        assert set(spares) <= engine_pids(sim) - workers   # on the hosts, through mpiexec
-        out = kernel.ok("%tfdist restart", timeout=180)
-        rows = status(kernel)
-        assert sorted(row["pid"] for row in rows) == spares, out.stdout
-        assert sorted(row["host"] for row in rows) == [h.hostname for h in sim.hosts], rows
-        assert kernel.ok(REDUCE, timeout=60).results[-1]["text/plain"] == "2.0"
-        refill = json.loads(kernel.ok(WARM_SPARES, timeout=240).stdout.strip().splitlines()[-1])
-        assert len(refill) == 2 and not set(refill) & set(spares)
-        print(f"MPI, standby 2: {out.stdout.strip()}")
-        kernel.ok("%tfdist stop", timeout=60)
-    finally:
-        done = cluster.stop()
-        cluster.close()
-    assert done.returncode == 0, done.stderr
-    wait_for(lambda: not job_processes(sim), 60, "every process of the MPI jobs to end")
