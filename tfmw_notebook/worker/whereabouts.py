@@ -28,10 +28,17 @@ def main_thread_whereabouts() -> str:
     frame = sys._current_frames().get(main) if main is not None else None
     while frame is not None:
         filename = frame.f_code.co_filename
-        if filename.startswith(_STDLIB) and "site-packages" not in filename:
+        if _in_stdlib(filename):
             frame = frame.f_back   # time.sleep's caller, a lock's waiter, ...
             continue
         if any(part in filename for part in _FRAMEWORK_PARTS):
             return FRAMEWORK
         return f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}"
     return FRAMEWORK
+
+
+def _in_stdlib(filename: str) -> bool:
+    # Modules frozen into the interpreter (os, _collections_abc, ...) name no file: a
+    # trace iterating a dict's items() was once named as the user's own code.
+    return filename.startswith("<frozen ") or (
+        filename.startswith(_STDLIB) and "site-packages" not in filename)
