@@ -30,12 +30,15 @@ from .summaries import format_metrics, format_value, progress_text, summary_text
 # longer). So live drawings take at most DRAW_SHARE of the time since the dashboard
 # appeared: a drawing is due when the time drawn so far plus the next drawing's expected
 # cost fits in that share (time not drawn is saved for one drawing at most). The expected
-# cost is the kernel's last drawing (FIRST_DRAWING_GUESS before any). A fit of a few
-# seconds is drawn only when it ends; after a first step that traces for several seconds
-# the curves appear with the first point; a long fit is redrawn as often as the share
-# allows, and at least every MAX_REDRAW_INTERVAL seconds (the picture must be seen to move).
+# cost is the kernel's last drawing (FIRST_DRAWING_GUESS before any). The first picture
+# comes FIRST_PICTURE_AFTER seconds in at the latest (a fit of 5 s, the quickstart's on a
+# fast machine, showed none until it ended), so a fit shorter than that is drawn only when
+# it ends; after a first step that traces for several seconds the curves appear with the
+# first point; a long fit is redrawn as often as the share allows, and at least every
+# MAX_REDRAW_INTERVAL seconds (the picture must be seen to move).
 DRAW_SHARE = 0.02
 FIRST_DRAWING_GUESS = 0.09    # seconds; one drawing measured 85-110 ms on 2 cores
+FIRST_PICTURE_AFTER = 2.0
 MAX_REDRAW_INTERVAL = 5.0
 DETAIL_INTERVAL = 1.0   # seconds between updates of each worker's row under a host's line
 
@@ -154,7 +157,7 @@ class Dashboard:
             return False     # no curve yet: the progress rows say "starting"
         now = self._clock()
         since_last = now - max(self._last_redraw, self._started)
-        if since_last >= MAX_REDRAW_INTERVAL:
+        if since_last >= (MAX_REDRAW_INTERVAL if self.redraws else FIRST_PICTURE_AFTER):
             return True
         within_share = (self._drawing_seconds + self._expected_cost
                         <= DRAW_SHARE * (now - self._started))
