@@ -1,5 +1,6 @@
 """The pure part of the liveness watch: which running ranks went silent."""
 
+
 import pytest
 from tfmw_notebook.cluster.cells.beat_jitter import MIN_GAPS, ON_TIME, BeatJitter
 from tfmw_notebook.cluster.cells.liveness import SilenceWatch
@@ -128,6 +129,37 @@ def test_a_worker_ends_itself_once_its_controller_stays_unreachable(monkeypatch)
     assert ended == []
     clock.now += 1
     controller_watch.check(now=clock, end=ended.append)
+    assert ended == [3]
+
+
+def test_a_cell_that_ends_while_the_controller_is_gone_leaves_the_watch_on():
+    """The fit ended before the limit: the engine is still ended once the controller has
+    not answered for LIMIT_SECONDS, not left idle."""
+    import socket
+
+    from tfmw_notebook.worker import controller_watch
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert controller_watch.install("127.0.0.1", port)
+        assert controller_watch.watch_on_after_cell() is None    # it answers: no watch
+    clock, ended = Clock(), []
+    controller_watch.check(now=clock, end=ended.append)   # the cell's last beat: a miss
+
+    def tick():
+        clock.now += 1.0
+        return clock.now
+
+    def end(code):   # what os._exit would do: nothing runs on, the watch included
+        ended.append(code)
+        controller_watch.install(None, None)
+
+    watching = controller_watch.watch_on_after_cell(period=0.01, now=tick, end=end)
+    assert watching is not None
+    watching.join(timeout=10)
+    assert not watching.is_alive()
     assert ended == [3]
 
 

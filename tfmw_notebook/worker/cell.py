@@ -68,9 +68,7 @@ def run_cell(source: str, filename: str, display_rank: int | None, options: Cell
               shared_directories.during_cell()):
             exec(compile(tree, filename, "exec"), namespace)
             value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
-            # The cell ends once its checkpoints and end-of-fit snapshots are written (a
-            # failed write fails it).
-            background_writes.wait()
+            background_writes.wait()   # its checkpoints written (a failed write fails it)
     except BaseException:
         background_writes.wait_after_error()
         raise
@@ -78,6 +76,7 @@ def run_cell(source: str, filename: str, display_rank: int | None, options: Cell
         background_writes.tell_with(None)
         chief_writes.cleanup()   # the other workers' copies of what the cell saved
         output_sent.wait_for_output_sent()
+        controller_watch.watch_on_after_cell()   # a controller lost during the cell
 
     outcome: dict[str, Any] = {"display": None, "fits": keras_hooks.fit_records(),
                                "runs": keras_hooks.run_records()}

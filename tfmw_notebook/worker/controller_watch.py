@@ -7,7 +7,9 @@ a cell runs, each heartbeat (heartbeat.py) also checks that the controller still
 accepts connections; after LIMIT seconds without, the engine exits. The watch is
 on only if the controller was reachable directly when the worker was set up
 (engines behind an SSH tunnel, say, cannot probe it). Engines in a private
-network (private_network.py) probe the Unix socket they registered at.
+network (private_network.py) probe the Unix socket they registered at. A cell that
+ends while the controller does not answer leaves the watch on until it answers or
+the engine ends (`watch_on_after_cell`): a fit that ended first left it idle.
 """
 
 from __future__ import annotations
@@ -15,12 +17,14 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 LIMIT_SECONDS = 12.0
 _PROBE_SECONDS = 2.0
+_AFTER_CELL_PERIOD = 1.0   # seconds between checks once the cell has ended
 
 
 @dataclass
@@ -75,3 +79,25 @@ def check(now: Callable[[], float] = time.monotonic,
                          f"{now() - since:.0f} s; this engine ends\n")
         sys.stderr.flush()
         end(3)
+
+
+def watch_on_after_cell(period: float = _AFTER_CELL_PERIOD,
+                        now: Callable[[], float] = time.monotonic,
+                        end: Callable[[int], object] = os._exit) -> threading.Thread | None:
+    """At a cell's end: if the controller did not answer at the last check, go on
+    checking on a thread of its own until it answers or LIMIT_SECONDS pass (the engine
+    then ends). Without it an engine whose fit ended before the limit waited idle for
+    ipyparallel's own heartbeat check, minutes later (seen in a test on a fast machine)."""
+    if _watch.address is None or _watch.unreachable_since is None:
+        return None
+    thread = threading.Thread(target=_watch_until_answered, args=(period, now, end),
+                              name="tfdist-controller-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def _watch_until_answered(period: float, now: Callable[[], float],
+                          end: Callable[[int], object]) -> None:
+    while _watch.unreachable_since is not None:
+        time.sleep(period)
+        check(now, end)
