@@ -326,7 +326,9 @@ while True:
     _states = _group.client[_spares].apply_sync(eval, "('tensorflow' in __import__('sys')"
         ".modules and not any(t.name == 'tfmw-preimport' for t in __import__('threading')"
         ".enumerate()), __import__('os').getpid())") if _spares else []
-    if _states and all(_done for _done, _ in _states):
+    # Every spare of the pool (`--standby K`) registered and warm: a pool refilled in a
+    # new job registers one engine at a time.
+    if len(_states) >= _group.standby.size and all(_done for _done, _ in _states):
         break
     assert _time.monotonic() < _deadline, f"{len(_spares)} spares, not all warm: {_states}"
     _time.sleep(0.5)
