@@ -1,6 +1,5 @@
 """The pure part of the liveness watch: which running ranks went silent."""
 
-
 import pytest
 from tfmw_notebook.cluster.cells.beat_jitter import MIN_GAPS, ON_TIME, BeatJitter
 from tfmw_notebook.cluster.cells.liveness import SilenceWatch
