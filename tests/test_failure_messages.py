@@ -36,6 +36,17 @@ def test_a_worker_traceback_is_shown_once_naming_the_worker(tf_kernel):
     assert out.error["traceback"][0].startswith("WorkerFailed: worker 1 failed: ValueError")
 
 
+def test_a_tf_function_error_is_named_by_its_cause_not_its_header(tf_kernel):
+    # TensorFlow's message starts "in user code:"; the cause is its last line.
+    out = tf_kernel.execute("%%tfdist --no-checkpoint\n"
+                            "@tf.function\ndef step(x):\n    raise ValueError('papercut six')\n"
+                            "if tfdist.rank == 1:\n    step(tf.constant(1.0))\n", timeout=120)
+    assert out.status == "error" and out.error["ename"] == "WorkerFailed"
+    assert out.error["evalue"].startswith("worker 1 failed: ValueError: papercut six"), out.error
+    assert "in user code" not in out.error["evalue"], out.error
+    assert "[worker 1] raised ValueError: papercut six; its traceback:" in out.stderr
+
+
 @pytest.mark.parametrize("fault, cause", [
     ("os._exit(3)", "died (exit code 3)"),
     ("os.kill(os.getpid(), signal.SIGKILL)", "died (killed by SIGKILL)"),

@@ -200,13 +200,128 @@ def drop_internal_frames(text: str) -> str:
 
 
 def remote_summary(exc: BaseException) -> str:
-    """'NameError: name 'x' is not defined': the exception's name and first line."""
+    """One line naming what went wrong: 'NameError: name 'x' is not defined'.
+
+    The exception's name and the line of its message that names the cause: the first,
+    unless that is a header (see message_cause). For a worker's exception (an
+    ipyparallel RemoteError) its `ename` and `evalue`.
+    """
     ename = getattr(exc, "ename", None) or type(exc).__name__
     evalue = getattr(exc, "evalue", None)
-    if evalue is None:
-        evalue = str(exc)
-    evalue = str(evalue).strip().splitlines()[0] if str(evalue).strip() else ""
-    return f"{ename}: {evalue}" if evalue else ename
+    named, said = message_cause(str(exc) if evalue is None else str(evalue))
+    if said:
+        return _clause(f"{named or ename}: {said}")
+    # A chained exception is named by its outermost one (`raise B from A`, or B raised
+    # while handling A: B): the one the code chose to raise, which Python prints last
+    # and an `except` catches; A is in the worker's traceback, shown above this line.
+    # Only a B that says nothing itself (no message, or headers only) is named by A.
+    cause = chained_cause(exc)
+    return _clause(f"{ename} ({cause})" if cause else ename)
+
+
+def _clause(line: str) -> str:
+    """The summary as its callers go on after it ("... failed: S. Every worker ...",
+    "raised S; its traceback:"): one line, short, no period of its own to double theirs."""
+    line = shortened(line)
+    return line[:-1] if line.endswith(".") and not line.endswith("..") else line
+
+
+# Messages whose first line names no cause, as TensorFlow 2.21, tf-keras 2.21 and Keras
+# 3.15 write them (tests/test_error_summaries.py holds the ones seen):
+# - a tf.function's error: "in user code:", the user's frames, then "    ValueError: ..."
+#   (its last lines; the exception's name is the original one's);
+# - Keras' layer-call wrapper: "Exception encountered when calling layer ...", then the
+#   cause (tf-keras: often a tf.function's error; Keras 3: a paragraph of its own);
+# - an embedded Python traceback (Dataset.from_generator, tf.py_function), after TF's
+#   "{{function_node ...}}" prefix: its last error line names the outermost exception.
+_HEADER = re.compile(r"in user code:|Traceback \(most recent call last\):"
+                     r"|The above exception was the direct cause of the following exception:"
+                     r"|During handling of the above exception, another exception occurred:"
+                     r"|Exception encountered when calling .*|[\"']{3}|-{3,}|")
+_CHAINS = {"The above exception was the direct cause of the following exception:": "from",
+           "During handling of the above exception, another exception occurred:":
+           "while handling"}
+_FUNCTION_NODE = re.compile(r"\{\{function_node [^}]*\}\}\s*")
+_ERROR_LINE = re.compile(   # a line that names its error: "RuntimeError: bad record 2"
+    r"((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Iteration|Warning))"
+    r": (.*)")
+_FRAME_END = re.compile(r"([A-Za-z_][\w.]*): (.*)")   # below a frame, any "Name: text"
+SUMMARY_WIDTH = 300
+
+
+def message_cause(text: str) -> tuple[str, str]:
+    """(error name, line): the line of an exception's message that names its cause, and
+    the error it names when the line says so itself ("" if not). ("", "") for a message
+    of headers only."""
+    lines = [_FUNCTION_NODE.sub("", _ANSI.sub("", line)).rstrip() for line in text.splitlines()]
+    said = [line.strip() for line in lines if line.strip()]
+    if said and not _HEADER.fullmatch(said[0]):
+        named, rest = _named(said[0], _ERROR_LINE)
+        if not _HEADER.fullmatch(rest):
+            return named, rest
+    start = _after_last_frame(lines)
+    pattern = _FRAME_END if start else _ERROR_LINE
+    for line in (line.strip() for line in lines[start:]):
+        named, rest = _named(line, pattern)
+        if not _HEADER.fullmatch(rest):
+            return named, rest
+        # "ValueError: Exception encountered when calling ...": the cause is below it
+    return "", ""
+
+
+def _named(line: str, pattern: re.Pattern[str]) -> tuple[str, str]:
+    match = pattern.fullmatch(line)
+    return (match.group(1), match.group(2)) if match else ("", line)
+
+
+def _after_last_frame(lines: list[str]) -> int:
+    """Where a message's text goes on after its last `File "..."` frame (its source
+    lines are indented deeper); 0 if it has none."""
+    frames = [index for index, line in enumerate(lines) if line.lstrip().startswith('File "')]
+    if not frames:
+        return 0
+    depth = _indent(lines[frames[-1]])
+    index = frames[-1] + 1
+    while index < len(lines) and (not lines[index].strip() or _indent(lines[index]) > depth):
+        index += 1
+    return index
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def chained_cause(exc: BaseException) -> str:
+    """What `exc` was raised from ("from KeyError: 'x'", "while handling ..."): its own
+    chain, or a worker's traceback (the error line above its last chain line); "" when
+    it was raised from nothing."""
+    text = getattr(exc, "traceback", None)
+    if getattr(exc, "ename", None) and isinstance(text, str):
+        return _chained_in_traceback(text)
+    if exc.__cause__ is not None:
+        return f"from {remote_summary(exc.__cause__)}"
+    if exc.__context__ is not None and not exc.__suppress_context__:
+        return f"while handling {remote_summary(exc.__context__)}"
+    return ""
+
+
+def _chained_in_traceback(text: str) -> str:
+    lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
+    chains = [index for index, line in enumerate(lines) if line.strip() in _CHAINS]
+    if not chains:
+        return ""
+    for line in reversed(lines[:chains[-1]]):
+        if _FRAME_END.fullmatch(line) or re.fullmatch(r"[A-Za-z_][\w.]*", line):
+            return f"{_CHAINS[lines[chains[-1]].strip()]} {line}"
+    return ""
+
+
+def shortened(line: str, width: int = SUMMARY_WIDTH) -> str:
+    """`line` cut at a word to at most `width` characters, " ..." saying so."""
+    if len(line) <= width:
+        return line
+    cut = line.rfind(" ", width // 2, width - 3)
+    return line[:cut if cut > 0 else width - 4].rstrip() + " ..."
 
 
 def headed(text: str, rank: int, summary: str) -> str:
