@@ -48,11 +48,13 @@ class CellCommand(CommandBase):
         name = self._run_name(args, run_name)
         pushed = self._collect_push(args.push)
         sharded = self._collect_shard(args.shard, args.push)
-        if pushed:
-            self._guarded(lambda: cluster.push(pushed))
+        options, run_dir = self._cell_options(args, name)
+        # Each refusal comes before anything reaches the workers: the shard's values are
+        # checked as they are split, the pushed ones were checked above.
         if sharded:
             self._guarded(lambda: cluster.shard(sharded))
-        options, run_dir = self._cell_options(args, name)
+        if pushed:
+            self._guarded(lambda: cluster.push(pushed))
         live = None
         if options.report:
             from ..widgets.live import LiveRun
