@@ -345,7 +345,7 @@ model.fit(x, y, batch_size=64, epochs=1, verbose=0)
 
 
 @pytest.mark.parametrize("owner, name, correction, failure", [
-    ("_trainer.TensorFlowTrainer", "_maybe_symbolic_build", "build_from_local_batch",
+    ("_kc.trainer_class()", "_maybe_symbolic_build", "build_from_local_batch",
      "Attempt to convert a value"),
     ("_trainer", "reduce_per_replica", "mean_logs_across_workers",
      "Invalid reduction dimension 0"),

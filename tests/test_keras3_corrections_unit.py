@@ -33,10 +33,11 @@ def test_parse_version_rejects_text_without_a_number():
 
 @pytest.mark.parametrize("version, inside", [
     ("3.15.1", True), ("3.13.2", True), ("3.10.0", True), ("3.10", True), ("3.15.99", True),
-    ("3.9.2", False), ("3.16.0", False), ("3.16", False), ("4.0.0", False), ("2.15.0", False),
+    ("3.16.0.dev2026102704", True), ("3.9.2", False), ("3.17.0", False), ("3.17", False),
+    ("4.0.0", False), ("2.15.0", False),
 ])
 def test_verified_range(version, inside):
-    assert kc.VERIFIED_KERAS == (">=3.10", "<3.16")
+    assert kc.VERIFIED_KERAS == (">=3.10", "<3.17")
     assert kc.in_range(version) is inside
 
 
@@ -55,9 +56,9 @@ def test_in_range_rejects_a_bound_without_operator():
 def test_range_warning_is_one_line_naming_the_range_and_version():
     assert kc.range_warning("3.15.1") is None
     assert kc.range_warning(None) is None
-    line = kc.range_warning("3.16.0")
+    line = kc.range_warning("3.17.0")
     assert "\n" not in line
-    assert "Keras 3.16.0" in line and ">=3.10, <3.16" in line and "applied anyway" in line
+    assert "Keras 3.17.0" in line and ">=3.10, <3.17" in line and "applied anyway" in line
 
 
 def test_describe_keras_reads_the_imported_module(monkeypatch):
@@ -99,11 +100,11 @@ def test_apply_applies_each_correction_once(fake_keras):
 
 
 def test_apply_outside_the_range_warns_once_and_still_applies(fake_keras):
-    calls = fake_keras("3.16.0")
+    calls = fake_keras("3.17.0")
     with pytest.warns(TFDistWarning) as record:
         assert kc.apply() == ["first", "second"]
     assert len(record) == 1
-    assert "(>=3.10, <3.16)" in str(record[0].message)
+    assert "(>=3.10, <3.17)" in str(record[0].message)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert kc.apply() == ["first", "second"]
@@ -125,6 +126,17 @@ def test_apply_with_another_backend_does_nothing(fake_keras, monkeypatch):
     assert calls == []
 
 
+@pytest.fixture(autouse=True)
+def no_multi_worker_lookup(monkeypatch):
+    """_replace checks Keras' multi-worker test exists: a stand-in trainer module has it."""
+    trainer = types.SimpleNamespace(_collective_all_reduce_multi_worker=lambda strategy: False)
+    monkeypatch.setattr(kc, "_trainer_module", lambda: trainer)
+
+
+def _replace(owner, name, correction, wrap):
+    return kc._replace(lambda: owner, name, correction, wrap, where="Owner", risk="demo")
+
+
 def test_replace_never_wraps_twice():
     class Owner:
         def method(self):
@@ -139,8 +151,8 @@ def test_replace_never_wraps_twice():
             return function(self)
         return method
 
-    assert kc._replace(Owner, "method", "demo", wrap) is True
-    assert kc._replace(Owner, "method", "demo", wrap) is False
+    assert _replace(Owner, "method", "demo", wrap) is True
+    assert _replace(Owner, "method", "demo", wrap) is True    # in place, not wrapped again
     assert Owner().method() == "original" and calls == [1]
     assert Owner.method.__wrapped__ is original
     assert getattr(Owner.method, kc._MARK) == "demo"
@@ -162,10 +174,8 @@ def test_two_corrections_wrap_one_function_each_once_the_later_outside():
         return wrap
 
     assert kc.corrections_on(original) == []
-    assert kc._replace(Owner, "method", "inner", wrap_with("inner")) is True
-    assert kc._replace(Owner, "method", "outer", wrap_with("outer")) is True
-    assert kc._replace(Owner, "method", "inner", wrap_with("inner")) is False
-    assert kc._replace(Owner, "method", "outer", wrap_with("outer")) is False
+    for label in ("inner", "outer", "inner", "outer"):
+        assert _replace(Owner, "method", label, wrap_with(label)) is True
     assert Owner().method() == ["outer", "inner", "original"]
     assert kc.corrections_on(Owner.method) == ["outer", "inner"]
     assert Owner.method.__wrapped__.__wrapped__ is original

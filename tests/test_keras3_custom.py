@@ -319,7 +319,7 @@ model, _ = fit_and_evaluate(base_loss, metrics=[CategoricalTruePositives()])
 @pytest.mark.parametrize("owner, name, correction, body, failure", [
     ("_trainer", "reduce_per_replica", "read_variables_in_logs",
      METRIC_FIT, "because it doesn't have device set"),
-    ("_trainer.TensorFlowTrainer", "_symbolic_build", "defer_build_without_call",
+    ("_kc.trainer_class()", "_symbolic_build", "defer_build_without_call",
      "import json\n" + GAN, "Unable to automatically build the model"),
     ("keras.src.random.seed_generator", "global_seed_generator", "share_global_seed_generator",
      NOISE, "only supports singleton tf.Variables created on the first call"),

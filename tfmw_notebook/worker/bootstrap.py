@@ -10,7 +10,6 @@ configured after the runtime has started).
 from __future__ import annotations
 
 import atexit
-import importlib.metadata
 import importlib.util
 import json
 import os
@@ -34,6 +33,7 @@ from . import (
     keras_flavour,
     keras_hooks,
     other_strategy_scope,
+    package_versions,
     saved_model_calls,
     shared_directories,
     shared_strategy,
@@ -43,8 +43,6 @@ from . import (
 )
 from .context import WorkerContext
 from .reporting import EventPublisher
-
-_TF_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-macos", "tf-nightly")
 
 
 @dataclass
@@ -61,15 +59,6 @@ class WorkerSetupError(RuntimeError):
     """A worker cannot become a TensorFlow worker; the message says how to fix it."""
 
 
-def _installed_tensorflow_version() -> str | None:
-    for name in _TF_DISTRIBUTIONS:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def check_packages(keras: int) -> str:
     """Fail with an actionable message when TensorFlow or the chosen Keras is missing."""
     host = socket.gethostname()
@@ -79,7 +68,8 @@ def check_packages(keras: int) -> str:
             f"TensorFlow is not installed in the engines' Python on {host}: "
             f"run `pip install {packages}` in that environment"
         )
-    version = _installed_tensorflow_version() or "unknown"
+    # Not imported yet: tensorflow, tensorflow-cpu, tf-nightly ... (package_versions.py).
+    version = package_versions.installed_version("tensorflow") or "unknown"
     try:
         keras_flavour.check_installed(keras, version)
     except keras_flavour.KerasSetupError as exc:

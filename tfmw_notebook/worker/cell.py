@@ -12,6 +12,7 @@ from . import (
     background_writes,
     chief_writes,
     controller_watch,
+    guarded_patches,
     keras_hooks,
     output_sent,
     shared_directories,
@@ -73,6 +74,7 @@ def run_cell(source: str, filename: str, display_rank: int | None, options: Cell
         background_writes.wait_after_error()
         raise
     finally:
+        guarded_patches.emit_report(is_chief=keras_hooks.worker_rank() == 0)  # skipped fixes
         background_writes.tell_with(None)
         chief_writes.cleanup()   # the other workers' copies of what the cell saved
         output_sent.wait_for_output_sent()

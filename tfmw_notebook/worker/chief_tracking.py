@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import guarded_patches
 from .import_hooks import when_imported
 
 _MARK = "_tfmw_chief_tracking"       # set on every replacement, so nothing is wrapped twice
@@ -70,9 +71,11 @@ def _quiet_environment() -> dict[str, str]:
 def _quiet_mlflow(mlflow: Any) -> None:
     """Point MLflow at the throwaway store, for good: a URI the cell sets is ignored here."""
     os.environ.update(_quiet_environment())   # a cell may have changed them since
-    from mlflow.tracking._tracking_service import utils as tracking_utils
-
-    tracking_utils.set_tracking_uri(throwaway_store_uri())
+    guarded_patches.patch(
+        "chief_tracking", "mlflow.tracking._tracking_service.utils.set_tracking_uri",
+        lambda: guarded_patches.attribute(_tracking_utils(), "set_tracking_uri"),
+        lambda setter: setter(throwaway_store_uri()), library="mlflow", on_chief=False,
+        risk="the other workers may log to the tracking URI the environment names")
     ignore = _ignoring_setter
     _replace_everywhere("mlflow", "set_tracking_uri", ignore)
     _replace_everywhere("mlflow", "set_registry_uri", ignore)
@@ -85,6 +88,12 @@ def _quiet_wandb(wandb: Any) -> None:
     nothing (it could prompt for a key or dial the server)."""
     _replace_everywhere("wandb", "init", _disabled_init)
     _replace_everywhere("wandb", "login", lambda login: _marked(lambda *a, **k: True))
+
+
+def _tracking_utils() -> Any:
+    from mlflow.tracking._tracking_service import utils
+
+    return utils
 
 
 def _ignoring_setter(setter: Callable) -> Callable:
@@ -109,10 +118,16 @@ def _marked(function: Callable) -> Callable:
 
 def _replace_everywhere(package: str, name: str, wrap: Callable[[Callable], Callable]) -> None:
     """Replace the function `package.name` in every module of `package` that binds it
-    (MLflow re-exports its setters from several modules)."""
-    top = sys.modules[package]
-    original = top.__dict__.get(name)
-    if original is None or getattr(original, _MARK, False):
+    (MLflow re-exports its setters from several modules); reported when it has none."""
+    guarded_patches.patch(
+        "chief_tracking", f"{package}.{name}", lambda: sys.modules[package].__dict__[name],
+        lambda original: _replace_bindings(package, name, original, wrap), library=package,
+        on_chief=False, risk=f"{package}.{name} on the other workers acts as on the chief")
+
+
+def _replace_bindings(package: str, name: str, original: Callable,
+                      wrap: Callable[[Callable], Callable]) -> None:
+    if getattr(original, _MARK, False):
         return
     replacement = wrap(original)
     for module_name, module in list(sys.modules.items()):

@@ -42,6 +42,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from . import guarded_patches
 from .import_hooks import when_imported
 
 _is_chief: bool | None = None     # set once by install()
@@ -80,7 +81,8 @@ def install(is_chief: bool, task_id: int | None = None) -> None:
     if task_id is not None:
         _rank_dir = _RANK_DIR_NAME.format(task_id=task_id)
     atexit.register(cleanup)
-    _patch_tensorflow()
+    _guarded("tensorflow.python.checkpoint, tensorflow.python.saved_model", "tensorflow",
+             _patch_tensorflow)
     for module_name, patch in (
         ("tf_keras.src.saving.saving_api", _patch_keras_saving),
         ("tf_keras.src.distribute.distributed_file_utils", _patch_tf_keras_temp_dirs),
@@ -222,9 +224,25 @@ def _mapping_argument(function: Callable, position: int, name: str,
     return wrapper
 
 
+_RISK = ("workers writing the same path may race (MergeV2Checkpoints NOT_FOUND, "
+         "'unable to lock file'); give each worker its own path (tfdist.rank)")
+
+
+def _guarded(target: str, library: str, patch: Callable[[], None]) -> None:
+    """Run `patch` through guarded_patches: a target it misses is skipped and reported."""
+    guarded_patches.patch("chief_writes", target, lambda: patch, lambda found: found(),
+                          risk=_RISK, library=library, on_chief=False)
+
+
 def _replace_function(module: Any, name: str, wrap: Callable[[Callable], Callable]) -> None:
     """Replace `module.name`, and every re-export of it already made (the public `tf.train`,
-    `keras.saving` ... modules bind the function itself when they are imported)."""
+    `keras.saving` ... modules bind the function itself when they are imported). Skipped
+    and reported (guarded_patches.py) when `module` has no `name`."""
+    _guarded(f"{module.__name__}.{name}", module.__name__.split(".")[0],
+             lambda: _replace_function_now(module, name, wrap))
+
+
+def _replace_function_now(module: Any, name: str, wrap: Callable[[Callable], Callable]) -> None:
     original = module.__dict__[name]
     if getattr(original, _MARK, False):
         return
@@ -238,11 +256,15 @@ def _replace_function(module: Any, name: str, wrap: Callable[[Callable], Callabl
 
 
 def _replace_method(cls: type, name: str, wrap: Callable[[Callable], Callable]) -> None:
-    original = cls.__dict__[name]
-    if not getattr(original, _MARK, False):
-        wrapper = wrap(original)
-        setattr(wrapper, _MARK, True)
-        setattr(cls, name, wrapper)
+    """`cls.name` (its own, not inherited) wrapped once; skipped and reported when absent."""
+    def replace() -> None:
+        original = cls.__dict__[name]
+        if not getattr(original, _MARK, False):
+            wrapper = wrap(original)
+            setattr(wrapper, _MARK, True)
+            setattr(cls, name, wrapper)
+    _guarded(f"{cls.__module__}.{cls.__qualname__}.{name}", cls.__module__.split(".")[0],
+             replace)
 
 
 def _patch_tensorflow() -> None:

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from . import guarded_patches
+
 
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Finds a watched module as the other finders do, and runs its action once the module
@@ -40,7 +42,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         def run_then_act(module: Any) -> None:
             run_module(module)
             for action in actions:   # in the order they were asked for
-                action(module)
+                _act(action, module)
 
         setattr(spec.loader, "exec_module", run_then_act)  # noqa: B010 (mypy: a method)
         return spec
@@ -49,12 +51,24 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 _after_import = _AfterImport()
 
 
+def _act(action: Callable[[Any], object], module: Any) -> None:
+    """Run `action` on `module`; an exception is recorded as a skipped correction, never
+    raised: the import that triggered it is the user's (guarded_patches.py)."""
+    owner = (getattr(action, "__module__", None) or "").rsplit(".", 1)[-1]
+    name = getattr(action, "__qualname__", None) or repr(action)
+    guarded_patches.patch(
+        f"{owner}.{name}" if owner else name, module.__name__,
+        lambda: module, action, library=module.__name__.split(".")[0],
+        risk=f"what it corrects in {module.__name__} may fail on the workers")
+
+
 def when_imported(module_name: str, action: Callable[[Any], object]) -> None:
     """`action(module)` now if `module_name` is imported, else right after it is (never, if
-    it never is). Several actions on one module run in the order they were asked for."""
+    it never is). Several actions on one module run in the order they were asked for. An
+    action that raises is a skipped correction (guarded_patches.py): the import goes on."""
     module = sys.modules.get(module_name)
     if module is not None:
-        action(module)
+        _act(action, module)
         return
     _after_import.actions.setdefault(module_name, []).append(action)
     if _after_import not in sys.meta_path:

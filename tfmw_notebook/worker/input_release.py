@@ -25,6 +25,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from . import guarded_patches
 from .import_hooks import when_imported
 
 MAX_PENDING = 4
@@ -97,11 +98,20 @@ def _release_forever() -> None:
         del kept
 
 
+_RISK = "a fit's input pipeline is freed when fit returns, as Keras does (up to 0.5 s a fit)"
+
+
 def _keep_keras3_epoch_iterators(trainer: Any) -> None:
+    guarded_patches.patch(
+        "input_release", f"{_KERAS3_TRAINER}.TFEpochIterator.__init__",
+        lambda: guarded_patches.attribute(trainer, "TFEpochIterator"),
+        _keep_each_epoch_iterator, risk=_RISK, library="keras")
+
+
+def _keep_each_epoch_iterator(epoch_iterator: Any) -> None:
     """Keras 3: each TFEpochIterator holds its epoch's tf.data iterator."""
-    epoch_iterator: Any = getattr(trainer, "TFEpochIterator", None)
-    init = getattr(epoch_iterator, "__init__", None)
-    if init is None or getattr(init, _MARK, False):
+    init = epoch_iterator.__init__
+    if getattr(init, _MARK, False):
         return
 
     @functools.wraps(init)
@@ -116,9 +126,15 @@ def _keep_tf_keras_epoch_iterators(data_adapter: Any) -> None:
     """tf-keras: DataHandler.enumerate_epochs yields each epoch's tf.data iterator. The
     newest of each handler is kept; one it replaces (the next epoch's, or the next
     validation pass's on the same handler) is freed as before, so they do not pile up."""
-    handler: Any = getattr(data_adapter, "DataHandler", None)
-    enumerate_epochs = getattr(handler, "enumerate_epochs", None)
-    if enumerate_epochs is None or getattr(enumerate_epochs, _MARK, False):
+    guarded_patches.patch(
+        "input_release", f"{_TF_KERAS_DATA}.DataHandler.enumerate_epochs",
+        lambda: guarded_patches.attribute(data_adapter, "DataHandler"),
+        _keep_newest_epoch_iterator, risk=_RISK, library="tf_keras")
+
+
+def _keep_newest_epoch_iterator(handler: Any) -> None:
+    enumerate_epochs = guarded_patches.method(handler, "enumerate_epochs")
+    if getattr(enumerate_epochs, _MARK, False):
         return
 
     @functools.wraps(enumerate_epochs)

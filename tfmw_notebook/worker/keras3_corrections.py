@@ -7,7 +7,10 @@ state variable nor a model with no `call()` (keras.io's GAN) can fit, nor a laye
 `keras.random` noise with no seed (keras.io's VAE). Each function below
 patches one Keras internal (two may wrap the same one, each once), in the worker process
 only, and is named after what it makes true; its docstring names the upstream issue.
-`apply()` applies them all, once, after the strategy exists.
+`apply()` applies them all, once, after the strategy exists. Each looks its target up and
+checks its parameters through guarded_patches.py: a target missing or changed in another
+Keras is skipped, and the cell runner says which and what may then fail; `import keras`
+goes on.
 
 Invariant: a correction changes what Keras does only under a strategy in multi-worker mode
 (Keras' own test, `_collective_all_reduce_multi_worker`); with no strategy, the default
@@ -16,28 +19,30 @@ on 2 workers to be needed (a scenario fails without it) and, with the others, su
 weights identical on both workers, and equal to one process on the global batch (measured
 with 2 plain processes and TF_CONFIG; on real workers: tests/test_keras3.py).
 
-Standard library only at import time; Keras is imported by `apply()`.
+Standard library only at import time; Keras is imported by `apply()`, TensorFlow by a
+correction whose target was found.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.metadata
+import importlib
 import re
-import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 from ..protocol.warning import TFDistWarning
+from . import guarded_patches, package_versions
 
 # Keras versions the corrections were verified on (2 workers, TF 2.21, CPU): 3.10.0, 3.13.2
 # and 3.15.1. The internals they patch read the same in all three (3.11, 3.12, 3.14 not run);
 # read_variables_in_logs and defer_build_without_call: tests/test_keras3_custom.py passed on
 # 3.13.2 and 3.15.1; on 3.10.0 the GAN trains but a metric returning its state variable
 # still fails on the workers ("object __array__ method not producing an array").
-# share_global_seed_generator was run on 3.15.1 only.
-VERIFIED_KERAS: tuple[str, str] = (">=3.10", "<3.16")
+# share_global_seed_generator was run on 3.15.1 only. keras-nightly 3.16.0.dev2026102704
+# with tf-nightly 2.23.0.dev20261026: tests/test_keras3.py passed (docs/installing.md).
+VERIFIED_KERAS: tuple[str, str] = (">=3.10", "<3.17")
 
 _MARK = "_tfmw_keras3_correction"   # set on every replacement, so nothing is patched twice
 _applied: list[str] | None = None   # the names apply() put in place, once it has run
@@ -50,15 +55,7 @@ def describe_keras() -> str:
 
 
 def _keras_version() -> str | None:
-    version = getattr(sys.modules.get("keras"), "__version__", None)
-    if isinstance(version, str):
-        return version
-    for distribution in ("keras", "keras-nightly"):
-        try:
-            return importlib.metadata.version(distribution)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return None
+    return package_versions.version("keras")
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -103,10 +100,34 @@ def range_warning(version: str | None) -> str | None:
 # --- the corrections ----------------------------------------------------------------------
 
 
+_TRAINER = "keras.src.backend.tensorflow.trainer"
+_TRAINER_CLASS = f"{_TRAINER}.TensorFlowTrainer (Trainer from Keras 3.16)"
+_REDUCE_PARAMETERS = ("values", "strategy", "reduction")
+
+
 def _trainer_module() -> Any:
     from keras.src.backend.tensorflow import trainer
 
     return trainer
+
+
+def trainer_class() -> Any:
+    """Keras' TensorFlow trainer class: `TensorFlowTrainer` up to Keras 3.15, `Trainer` in
+    3.16 (DESIGN fact 30); TargetChanged when neither is there."""
+    module = _trainer_module()
+    for name in ("TensorFlowTrainer", "Trainer"):
+        found = module.__dict__.get(name)
+        if isinstance(found, type):
+            return found
+    raise guarded_patches.TargetChanged(f"{_TRAINER} has no TensorFlowTrainer nor Trainer")
+
+
+def _keras(module: str, *names: str) -> Any:
+    """`keras.src.<module>.<names...>`, an AttributeError naming the missing one."""
+    found = importlib.import_module(f"keras.src.{module}")
+    for name in names:
+        found = guarded_patches.attribute(found, name)
+    return found
 
 
 def _multi_worker(strategy: Any) -> bool:
@@ -123,16 +144,29 @@ def corrections_on(function: Any) -> list[str]:
     return names
 
 
-def _replace(owner: Any, name: str, correction: str, wrap: Callable[[Any], Any]) -> bool:
-    """Set `owner.name` to `wrap(original)`, unless this correction already wraps it (two
-    corrections may wrap one internal, each once)."""
-    original = getattr(owner, name)
-    if correction in corrections_on(original):
-        return False
-    replacement = functools.wraps(original)(wrap(original))
-    setattr(replacement, _MARK, correction)
-    setattr(owner, name, replacement)
-    return True
+def _replace(owner: Callable[[], Any], name: str, correction: str, wrap: Callable[[Any], Any],
+             *, where: str, parameters: tuple[str, ...] = (), risk: str) -> bool:
+    """Set `owner().name` to `wrap(original)`, unless this correction already wraps it (two
+    corrections may wrap one internal, each once). Skipped and recorded (guarded_patches.py)
+    when the owner or its `name` is missing, or `name` no longer takes the `parameters` the
+    replacement passes on: False then, else True. `where` names the owner in the report,
+    `risk` says what may fail without the correction."""
+    def lookup() -> tuple[Any, Any]:
+        # Every replacement asks Keras whether the strategy is multi-worker.
+        guarded_patches.attribute(_trainer_module(), "_collective_all_reduce_multi_worker")
+        found = owner()
+        return found, guarded_patches.method(found, name, *parameters)
+
+    def apply(found: tuple[Any, Any]) -> None:
+        target, original = found
+        if correction in corrections_on(original):
+            return
+        replacement = functools.wraps(original)(wrap(original))
+        setattr(replacement, _MARK, correction)
+        setattr(target, name, replacement)
+
+    return guarded_patches.patch(f"keras3_corrections.{correction}", f"{where}.{name}",
+                                 lookup, apply, risk=risk, library="keras")
 
 
 def build_from_local_batch() -> bool:
@@ -144,15 +178,16 @@ def build_from_local_batch() -> bool:
     Attempt to convert a value (PerReplica:{...}) ... to a Tensor`. The local replica's batch
     has the same structure, shapes and dtypes, and needs no collective.
     """
-    import tensorflow as tf
-    from keras.src import tree
-
-    def local(value: Any, strategy: Any) -> Any:
-        if isinstance(value, tf.distribute.DistributedValues):
-            return strategy.experimental_local_results(value)[0]
-        return value
-
     def wrap(original: Callable) -> Callable:
+        import tensorflow as tf
+
+        tree = _keras("tree")
+
+        def local(value: Any, strategy: Any) -> Any:
+            if isinstance(value, tf.distribute.DistributedValues):
+                return strategy.experimental_local_results(value)[0]
+            return value
+
         def _maybe_symbolic_build(self, iterator=None, data_batch=None):
             strategy = self._distribute_strategy
             if iterator is not None and _multi_worker(strategy):
@@ -166,8 +201,10 @@ def build_from_local_batch() -> bool:
             return original(self, iterator=iterator, data_batch=data_batch)
         return _maybe_symbolic_build
 
-    return _replace(_trainer_module().TensorFlowTrainer, "_maybe_symbolic_build",
-                    "build_from_local_batch", wrap)
+    return _replace(trainer_class, "_maybe_symbolic_build", "build_from_local_batch", wrap,
+                    where=_TRAINER_CLASS, parameters=("iterator", "data_batch"),
+                    risk="Keras 3 fit and evaluate may fail on the workers with "
+                         "'Attempt to convert a value (PerReplica...)'")
 
 
 def mean_logs_across_workers() -> bool:
@@ -180,9 +217,9 @@ def mean_logs_across_workers() -> bool:
     train_on_batch, which does not build). axis=None is the element-wise mean over replicas,
     what tf-keras does and Keras does on one worker. "concat" (predict) and "sum" are kept.
     """
-    from keras.src import tree
-
     def wrap(original: Callable) -> Callable:
+        tree = _keras("tree")
+
         def reduce_per_replica(values, strategy, reduction):
             if reduction in ("auto", "mean") and _multi_worker(strategy):
                 return tree.map_structure(
@@ -190,7 +227,10 @@ def mean_logs_across_workers() -> bool:
             return original(values, strategy, reduction)
         return reduce_per_replica
 
-    return _replace(_trainer_module(), "reduce_per_replica", "mean_logs_across_workers", wrap)
+    return _replace(_trainer_module, "reduce_per_replica", "mean_logs_across_workers", wrap,
+                    where=_TRAINER, parameters=_REDUCE_PARAMETERS,
+                    risk="Keras 3 fit, evaluate and train_on_batch may fail on the workers "
+                         "with 'Invalid reduction dimension 0'")
 
 
 def read_variables_in_logs() -> bool:
@@ -208,23 +248,27 @@ def read_variables_in_logs() -> bool:
     where every worker runs that collective at the same point (a callback on one worker
     reading it later would wait alone). Other logs go on to Keras (or the next correction).
     """
-    import tensorflow as tf
-    from keras.src import backend, tree
-
-    def read(value: Any, strategy: Any) -> Any:
-        with strategy.scope():
-            return tf.convert_to_tensor(value)
-
     def wrap(original: Callable) -> Callable:
+        import tensorflow as tf
+
+        tree, variable = _keras("tree"), _keras("backend", "Variable")
+
+        def read(value: Any, strategy: Any) -> Any:
+            with strategy.scope():
+                return tf.convert_to_tensor(value)
+
         def reduce_per_replica(values, strategy, reduction):
             if not _multi_worker(strategy):
                 return original(values, strategy, reduction)
             return tree.map_structure(
-                lambda v: read(v, strategy) if isinstance(v, (backend.Variable, tf.Variable))
+                lambda v: read(v, strategy) if isinstance(v, (variable, tf.Variable))
                 else original(v, strategy, reduction), values)
         return reduce_per_replica
 
-    return _replace(_trainer_module(), "reduce_per_replica", "read_variables_in_logs", wrap)
+    return _replace(_trainer_module, "reduce_per_replica", "read_variables_in_logs", wrap,
+                    where=_TRAINER, parameters=_REDUCE_PARAMETERS,
+                    risk="a Keras 3 metric whose result is its state variable may fail on "
+                         "the workers ('doesn't have device set')")
 
 
 def defer_build_without_call() -> bool:
@@ -238,18 +282,20 @@ def defer_build_without_call() -> bool:
     model without `call` takes that path in multi-worker mode too. Its sub-models (the
     generator and discriminator) are built already; the optimizers build in the step.
     """
-    from keras.src.models import model as keras_model
-
     def wrap(original: Callable) -> Callable:
+        model_call = _keras("models.model", "Model", "call")
+
         def _symbolic_build(self, iterator=None, data_batch=None):
-            if (type(self).call is keras_model.Model.call
+            if (type(self).call is model_call
                     and _multi_worker(getattr(self, "_distribute_strategy", None))):
                 return None
             return original(self, iterator=iterator, data_batch=data_batch)
         return _symbolic_build
 
-    return _replace(_trainer_module().TensorFlowTrainer, "_symbolic_build",
-                    "defer_build_without_call", wrap)
+    return _replace(trainer_class, "_symbolic_build", "defer_build_without_call", wrap,
+                    where=_TRAINER_CLASS, parameters=("iterator", "data_batch"),
+                    risk="a Keras 3 model with no call() (keras.io's GAN) may fail to fit on "
+                         "the workers ('Unable to automatically build the model')")
 
 
 def agree_on_finite_grads() -> bool:
@@ -263,10 +309,9 @@ def agree_on_finite_grads() -> bool:
     the workers disagreed and the one applying waited in the all-reduce until killed. Now a
     step counts as finite only if it is finite on every replica (one more scalar all-reduce).
     """
-    import tensorflow as tf
-    from keras.src.optimizers import loss_scale_optimizer
-
     def wrap(original: Callable) -> Callable:
+        import tensorflow as tf
+
         def check_finite(self, grads):
             finite = original(self, grads)
             replica = tf.distribute.get_replica_context()
@@ -276,8 +321,12 @@ def agree_on_finite_grads() -> bool:
             return tf.equal(replica.all_reduce("SUM", not_finite), 0.0)
         return check_finite
 
-    return _replace(loss_scale_optimizer.LossScaleOptimizer, "check_finite",
-                    "agree_on_finite_grads", wrap)
+    return _replace(lambda: _keras("optimizers.loss_scale_optimizer", "LossScaleOptimizer"),
+                    "check_finite", "agree_on_finite_grads", wrap,
+                    where="keras.src.optimizers.loss_scale_optimizer.LossScaleOptimizer",
+                    parameters=("grads",),
+                    risk="Keras 3 mixed precision may hang the workers (they disagree on "
+                         "whether a step's gradients are finite)")
 
 
 def mean_moving_statistics() -> bool:
@@ -290,13 +339,12 @@ def mean_moving_statistics() -> bool:
     here each update is averaged over replicas when written (aggregation "mean"), so reading
     them stays local, with no collective. Layers with `synchronized=True` already agree.
     """
-    import tensorflow as tf
-    from keras.src.layers.normalization import batch_normalization
-
     moving = {"moving_mean", "moving_variance", "moving_stddev", "renorm_mean",
               "renorm_stddev"}
 
     def wrap(original: Callable) -> Callable:
+        import tensorflow as tf
+
         def add_weight(self, *args, **kwargs):
             if (kwargs.get("name") in moving and not kwargs.get("trainable", True)
                     and kwargs.get("aggregation", "none") == "none"
@@ -306,8 +354,13 @@ def mean_moving_statistics() -> bool:
             return original(self, *args, **kwargs)
         return add_weight
 
-    return _replace(batch_normalization.BatchNormalization, "add_weight",
-                    "mean_moving_statistics", wrap)
+    return _replace(
+        lambda: _keras("layers.normalization.batch_normalization", "BatchNormalization"),
+        "add_weight", "mean_moving_statistics", wrap,
+        where="keras.src.layers.normalization.batch_normalization.BatchNormalization",
+        parameters=("name", "trainable", "aggregation"),
+        risk="Keras 3 BatchNormalization's moving mean and variance may differ between "
+             "the workers")
 
 
 def share_global_seed_generator() -> bool:
@@ -325,23 +378,25 @@ def share_global_seed_generator() -> bool:
     in the replica's number, so replicas draw different noise for their different samples,
     as one process does across the samples of the global batch; weights stay identical.
     """
-    import tensorflow as tf
-    from keras.src.random import seed_generator
-
-    class ReplicaSeedGenerator(seed_generator.SeedGenerator):
-        """One state for every replica; each replica draws its own seed from it."""
-
-        def next(self, ordered=True):
-            seed = super().next(ordered=ordered)
-            replica = tf.distribute.get_replica_context()
-            if replica is None:
-                return seed
-            return tf.random.experimental.stateless_fold_in(
-                seed, replica.replica_id_in_sync_group)
-
     shared: list[Any] = []   # the process's generator, once a replica has drawn
 
     def wrap(original: Callable) -> Callable:
+        import tensorflow as tf
+
+        generator: Any = _keras("random.seed_generator", "SeedGenerator")
+        guarded_patches.method(generator, "next", "ordered")
+
+        class ReplicaSeedGenerator(generator):
+            """One state for every replica; each replica draws its own seed from it."""
+
+            def next(self, ordered=True):
+                seed = super().next(ordered=ordered)
+                replica = tf.distribute.get_replica_context()
+                if replica is None:
+                    return seed
+                return tf.random.experimental.stateless_fold_in(
+                    seed, replica.replica_id_in_sync_group)
+
         def global_seed_generator():
             if (tf.distribute.in_cross_replica_context()
                     or not _multi_worker(tf.distribute.get_strategy())):
@@ -352,8 +407,11 @@ def share_global_seed_generator() -> bool:
             return shared[0]
         return global_seed_generator
 
-    return _replace(seed_generator, "global_seed_generator", "share_global_seed_generator",
-                    wrap)
+    return _replace(lambda: _keras("random.seed_generator"), "global_seed_generator",
+                    "share_global_seed_generator", wrap,
+                    where="keras.src.random.seed_generator",
+                    risk="an unseeded keras.random draw in a Keras 3 step may fail on the "
+                         "workers ('tf.function only supports singleton tf.Variables')")
 
 CORRECTIONS: dict[str, Callable[[], bool]] = {
     "build_from_local_batch": build_from_local_batch,
@@ -372,8 +430,18 @@ def _tensorflow_backend() -> bool:
     return keras.backend.backend() == "tensorflow"
 
 
+def _apply_one(name: str, correction: Callable[[], bool]) -> bool:
+    """Each correction guards its own target; this catches what its own code raises."""
+    applied: list[bool] = []
+    guarded_patches.patch(f"keras3_corrections.{name}", "keras", lambda: correction,
+                          lambda found: applied.append(found()), library="keras",
+                          risk="what it corrects (keras3_corrections.py) may fail")
+    return bool(applied and applied[0])
+
+
 def apply() -> list[str]:
-    """Apply every correction once; return their names (the same list on every call).
+    """Apply every correction once; return the names of those applied (the same list on
+    every call): one whose target is missing or changed is skipped (guarded_patches.py).
 
     Outside VERIFIED_KERAS it still applies them, after one `warnings.warn` line (category
     TFDistWarning) naming the range; later calls warn no more. With no Keras 3, or another
@@ -389,7 +457,5 @@ def apply() -> list[str]:
     message = range_warning(version)
     if message:
         warnings.warn(message, TFDistWarning, stacklevel=2)
-    for correction in CORRECTIONS.values():
-        correction()
-    _applied = list(CORRECTIONS)
+    _applied = [name for name, correction in CORRECTIONS.items() if _apply_one(name, correction)]
     return list(_applied)

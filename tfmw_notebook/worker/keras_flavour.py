@@ -9,10 +9,10 @@ workers `import keras` is still Keras 3, so it gets them when a cell first impor
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import socket
 
+from . import package_versions
 from .import_hooks import when_imported
 
 
@@ -36,10 +36,9 @@ def check_installed(keras: int, tf_version: str) -> None:
 
 
 def _keras_major_is(major: int) -> bool:
-    try:
-        return importlib.metadata.version("keras").split(".")[0] == str(major)
-    except importlib.metadata.PackageNotFoundError:
-        return False
+    # keras or keras-nightly (package_versions.py), read without importing Keras.
+    version = package_versions.installed_version("keras")
+    return version is not None and version.split(".")[0] == str(major)
 
 
 def prepare(keras: int) -> None:
@@ -58,8 +57,8 @@ def describe() -> str:
     import tensorflow as tf
 
     if tf.keras.__name__.split(".")[0] == "tf_keras":
-        return f"tf-keras {importlib.metadata.version('tf-keras')}"
-    return f"Keras {importlib.metadata.version('keras')}"
+        return package_versions.describe("tf_keras")
+    return package_versions.describe("keras")
 
 
 def keras_of(model) -> int | None:

@@ -26,6 +26,7 @@ from ..protocol.run_options import CellOptions, CheckpointPolicy, FitState
 from . import (
     checkpointing,
     fit_state,
+    guarded_patches,
     import_hooks,
     input_release,
     keras_flavour,
@@ -117,8 +118,22 @@ def install(publisher: EventPublisher, *, rank: int, is_chief: bool, world_size:
     import_hooks.when_imported("keras", lambda keras: _wrap_model_class(keras.Model))
 
 
+# The arguments the wrappers find by name; a Keras whose methods lack one is not wrapped.
+_READS = {"fit": ("x", "y", "batch_size", "verbose", "callbacks", "shuffle", "initial_epoch"),
+          "evaluate": ("x", "batch_size", "verbose", "callbacks"), "predict": ("x", "batch_size")}
+
+
 def _wrap_model_class(model) -> None:
-    """`model.fit` and `model.evaluate` (a Keras' Model class) wrapped once."""
+    """`model.fit`, `evaluate` and `predict` (a Keras' Model class) wrapped once; skipped
+    and reported (guarded_patches.py) when they do not take the arguments the wrappers read."""
+    guarded_patches.patch(
+        "keras_hooks", f"{model.__module__}.Model.fit/evaluate/predict",
+        lambda: [guarded_patches.method(model, name, *reads) for name, reads in _READS.items()],
+        lambda _: _wrap_methods(model), library=model.__module__.split(".")[0],
+        risk="this Keras' fits get no dashboard, automatic checkpoints or backups")
+
+
+def _wrap_methods(model) -> None:
     if getattr(model.fit, _WRAPPED, False):
         return
     model.fit = _wrapped(model.fit, training=True)

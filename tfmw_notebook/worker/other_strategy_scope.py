@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..protocol.warning import TFDistWarning
+from . import guarded_patches
 
 _MARKS = "_tfmw_scope_marks"    # per scope object: what each of its entries did (a stack)
 _PATCHED = "_tfmw_other_strategy_scope"
@@ -98,16 +99,32 @@ def _innermost_state() -> tuple:
 
 
 def install() -> bool:
-    """Patch TensorFlow's scope object; False if this TensorFlow has none (nothing changes)."""
-    try:
-        from tensorflow.python.distribute import distribute_lib
-    except ImportError:
-        return False
-    scope_class: Any = getattr(distribute_lib, "_CurrentDistributionContext", None)
-    if scope_class is None or not hasattr(scope_class, "__enter__"):
-        return False
+    """Patch TensorFlow's scope object; False if this TensorFlow has none or another shape
+    (nothing changes, and the cell runner says so)."""
+    return guarded_patches.patch(
+        "other_strategy_scope", "tensorflow.python.distribute.distribute_lib."
+        "_CurrentDistributionContext.__enter__", _scope_class, _step_aside_for_others,
+        library="tensorflow",
+        risk="a cell's `with other_strategy.scope():` fails on the workers ('Mixing "
+             "different tf.distribute.Strategy objects'); `%%tfdist --no-scope` avoids it")
+
+
+def _scope_class() -> Any:
+    from tensorflow.python.distribute import distribute_lib
+
+    # What RunnerScope and _innermost_state read, checked now rather than in a cell.
+    for name in ("_get_per_thread_mode", "_get_default_strategy"):
+        guarded_patches.attribute(distribute_lib, name)
+    _innermost_state()
+    scope_class = guarded_patches.attribute(distribute_lib, "_CurrentDistributionContext")
+    guarded_patches.method(scope_class, "__enter__")
+    guarded_patches.method(scope_class, "__exit__")
+    return scope_class
+
+
+def _step_aside_for_others(scope_class: Any) -> None:
     if getattr(scope_class, _PATCHED, False):
-        return True
+        return
     original_enter, original_exit = scope_class.__enter__, scope_class.__exit__
 
     def __enter__(self):
@@ -118,7 +135,6 @@ def install() -> bool:
 
     scope_class.__enter__, scope_class.__exit__ = __enter__, __exit__
     setattr(scope_class, _PATCHED, True)
-    return True
 
 
 def _enter(scope: Any, original_enter: Callable[[Any], Any]) -> Any:

@@ -23,22 +23,39 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from . import guarded_patches
+
 _MARK = "_tfmw_saved_model_correction"   # set on the replacement, so it is applied once
 
 
 def apply() -> bool:
     """Correct the loaded functions' cross-replica calls; False if this TensorFlow has no
-    such class (then nothing changes, and the error's hint names `%%tfdist --no-scope`)."""
-    try:
-        from tensorflow.python.saved_model import load as saved_model_load
-    except ImportError:
-        return False
-    wrapper_class: Any = getattr(saved_model_load, "_WrapperFunction", None)
-    original = getattr(wrapper_class, "_call_flat", None)
-    if original is None:
-        return False
+    such method (then nothing changes, the cell runner says so, and the error's hint names
+    `%%tfdist --no-scope`)."""
+    return guarded_patches.patch(
+        "saved_model_calls", "tensorflow.python.saved_model.load._WrapperFunction._call_flat",
+        _wrapper_class, _resolve_cross_replica_captures, library="tensorflow",
+        risk="a loaded SavedModel's signature called in a cell may fail ('Trying to access "
+             "a placeholder that is not supposed to be executed'); `%%tfdist --no-scope` "
+             "avoids it")
+
+
+def _wrapper_class() -> Any:
+    from tensorflow.python.distribute import distribute_utils, values_util
+    from tensorflow.python.saved_model import load as saved_model_load
+
+    # What the replacement calls, checked now rather than at a cell's call.
+    guarded_patches.attribute(values_util, "is_saving_non_distributed")
+    guarded_patches.attribute(distribute_utils, "is_distributed_variable")
+    wrapper_class = guarded_patches.attribute(saved_model_load, "_WrapperFunction")
+    guarded_patches.method(wrapper_class, "_call_flat", "args", "captured_inputs")
+    return wrapper_class
+
+
+def _resolve_cross_replica_captures(wrapper_class: Any) -> None:
+    original = wrapper_class._call_flat
     if getattr(original, _MARK, False):
-        return True
+        return
 
     @functools.wraps(original)
     def _call_flat(self, args, captured_inputs):
@@ -48,7 +65,6 @@ def apply() -> bool:
 
     setattr(_call_flat, _MARK, True)
     wrapper_class._call_flat = _call_flat
-    return True
 
 
 def _in_cross_replica_context() -> bool:

@@ -18,6 +18,7 @@ import collections.abc
 import functools
 from typing import Any
 
+from . import guarded_patches
 from .import_hooks import when_imported
 
 _MARK = "_tfmw_h5_arrays"          # set on the replacement, so nothing is patched twice
@@ -29,7 +30,15 @@ def install() -> None:
 
 
 def _read_arrays_from_h5_stores(saving_lib: Any) -> None:
-    get = saving_lib.H5IOStore.get
+    guarded_patches.patch(
+        "tf_keras_h5_loading", "tf_keras.src.saving.saving_lib.H5IOStore.get",
+        lambda: guarded_patches.attribute(saving_lib, "H5IOStore"), _arrays_from_get,
+        risk="tf-keras' load_weights of a .weights.h5 file may fail on the workers "
+             "('unsupported operand type(s) for /: 'Dataset' and 'int'')", library="tf_keras")
+
+
+def _arrays_from_get(store: Any) -> None:
+    get = guarded_patches.method(store, "get", "path")
     if getattr(get, _MARK, False):
         return
 
@@ -39,7 +48,7 @@ def _read_arrays_from_h5_stores(saving_lib: Any) -> None:
         return entries if isinstance(entries, dict) else _Arrays(entries)  # {}: none stored
 
     setattr(get_arrays, _MARK, True)
-    saving_lib.H5IOStore.get = get_arrays
+    store.get = get_arrays
 
 
 class _Arrays(collections.abc.Mapping):

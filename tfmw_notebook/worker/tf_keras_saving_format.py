@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from . import guarded_patches
 from .import_hooks import when_imported
 
 _MARK = "_tfmw_on_by_default"
@@ -31,8 +32,23 @@ class _OnByDefault(threading.local):
 
 
 def _archive_format_on_in_every_thread(saving_lib: Any) -> None:
-    flag = getattr(saving_lib, "_SAVING_V3_ENABLED", None)
-    if flag is None or getattr(flag, _MARK, False):
+    guarded_patches.patch(
+        "tf_keras_saving_format", "tf_keras.src.saving.saving_lib._SAVING_V3_ENABLED",
+        lambda: _thread_local_flag(saving_lib), lambda flag: _on_by_default(saving_lib, flag),
+        risk="a second model.save('x.keras') in a cell may write HDF5 under that name",
+        library="tf_keras")
+
+
+def _thread_local_flag(saving_lib: Any) -> Any:
+    flag = guarded_patches.attribute(saving_lib, "_SAVING_V3_ENABLED")
+    if not isinstance(flag, threading.local):
+        raise guarded_patches.TargetChanged(
+            f"_SAVING_V3_ENABLED is a {type(flag).__name__}, not a threading.local")
+    return flag
+
+
+def _on_by_default(saving_lib: Any, flag: Any) -> None:
+    if getattr(flag, _MARK, False):
         return
     replacement = _OnByDefault()
     replacement.value = getattr(flag, "value", True)   # keep this thread's current value

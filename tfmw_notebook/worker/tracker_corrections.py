@@ -20,6 +20,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from . import guarded_patches
 from .import_hooks import when_imported
 
 # Enough batches to tell datasets apart; bounded so the digest costs what a few steps do.
@@ -35,10 +36,19 @@ def install() -> None:
 
 
 def _bound_dataset_digest(module: Any) -> None:
-    dataset_class: Any = getattr(module, "TensorFlowDataset", None)
-    digest = getattr(dataset_class, "_compute_tensorflow_dataset_digest", None)
-    if digest is None or getattr(digest, _MARK, False):
-        return      # an MLflow that digests differently: nothing of ours to correct
+    guarded_patches.patch(
+        "tracker_corrections", f"{_DATASET_MODULE}.TensorFlowDataset."
+        "_compute_tensorflow_dataset_digest",
+        lambda: guarded_patches.attribute(module, "TensorFlowDataset"), _bounded_digest,
+        library="mlflow", risk="mlflow.tensorflow.autolog() may never start a fit on an "
+        "infinite dataset (it digests the whole dataset)")
+
+
+def _bounded_digest(dataset_class: Any) -> None:
+    digest = guarded_patches.method(dataset_class, "_compute_tensorflow_dataset_digest",
+                                    "dataset", "targets")
+    if getattr(digest, _MARK, False):
+        return
     dataset_class._compute_tensorflow_dataset_digest = _digesting_a_bounded_prefix(digest)
 
 
