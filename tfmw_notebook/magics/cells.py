@@ -18,6 +18,7 @@ from ..protocol.run_options import StallLimits
 from . import cell_options, sweep_command
 from .base import CommandBase
 from .hints import (
+    cross_replica_step_hint,
     keras2_code_hint,
     missing_name_hint,
     mixed_keras_hint,
@@ -144,6 +145,7 @@ class CellCommand(CommandBase):
                                            [w.host for w in cluster.workers])
                     or private_network_hint(failure.error_value, cluster.in_private_network)
                     or no_scope_hint(failure.error_value)
+                    or cross_replica_step_hint(failure.error_value)
                     or mixed_keras_hint(failure.error_name, failure.error_value)
                     or keras2_code_hint(failure.error_name, failure.error_value, cluster.keras))
             if hint:

@@ -75,6 +75,34 @@ def no_scope_hint(error_value: str) -> str | None:
             "every cell): run the cell with `%%tfdist --no-scope`")
 
 
+# What TensorFlow and Keras raise for a training step written for one process when the
+# workers could not correct it (worker/cross_replica_steps.py corrects the common steps):
+# tf-keras' legacy optimizers refuse to apply outside `strategy.run`; the others are raised
+# where a correction was skipped (a TensorFlow or Keras it does not know) or a step touches
+# the distributed variables another way. Measured on 2 workers, TF 2.21.
+_OUTSIDE_REPLICA = re.compile(
+    r"cannot be called in cross-replica context|DistributedVariable\.handle is not available "
+    r"outside the replica context|'NoneType' object has no attribute 'merge_call'|"
+    r"SyncOnReadVariable does not support `assign_(add|sub)` in cross-replica context")
+_LEGACY_APPLY = "apply_gradients() cannot be called in cross-replica context"
+
+
+def cross_replica_step_hint(error_value: str) -> str | None:
+    """For a training step run outside `strategy.run` that the workers could not make run."""
+    if not _OUTSIDE_REPLICA.search(error_value or ""):
+        return None
+    if _LEGACY_APPLY in (error_value or ""):
+        return ("this step applies a tf.keras.optimizers.legacy optimizer outside "
+                "strategy.run, which the workers cannot correct: use the optimizer without "
+                "`.legacy` (e.g. tf.keras.optimizers.Adam), or call the step with "
+                "`strategy.run(train_step, args=(...))` (docs: Custom training loops on N "
+                "workers)")
+    return ("this step uses the strategy's variables outside strategy.run in a way the "
+            "workers do not correct: call the step with `strategy.run(train_step, "
+            "args=(...))` and reduce its loss with `strategy.reduce` (docs: Custom training "
+            "loops on N workers)")
+
+
 # Keras-2 code (tf.keras before TensorFlow 2.16) run where tf.keras is Keras 3: what Keras 3
 # says, by exception type and a pattern searched in the message. Observed messages (Keras
 # 3.15.1, TF 2.21, one process) are in tests/test_keras3_corrections_unit.py.

@@ -26,12 +26,14 @@ from . import (
     chief_writes,
     collector,
     controller_watch,
+    cross_replica_steps,
     deferred_imports,
     gpus,
     handshake,
     input_release,
     keras_flavour,
     keras_hooks,
+    loop_batches,
     other_strategy_scope,
     package_versions,
     saved_model_calls,
@@ -106,15 +108,7 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
         # workers was measured no faster and less steady (benchmarks/, --threads-experiment).
         strategy = _make_strategy(tf, settings.get("communication", "auto"))
     keras_flavour.prepare(keras)
-    tf_keras_h5_loading.install()
-    tf_keras_saving_format.install()
-    shared_directories.install()
-    input_release.install()
-    chief_writes.install(is_chief=settings["rank"] == 0, task_id=settings["rank"])
-    chief_tracking.install(is_chief=settings["rank"] == 0)
-    tracker_corrections.install()
-    saved_model_calls.apply()
-    other_strategy_scope.install()
+    _correct_third_party_code(settings["rank"])
     _stop_on_sigterm()
     # The controller as this engine dials it (the notebook may see it at 127.0.0.1).
     controller_watch.install(*(handshake.own_controller_address() or settings.get("controller")
@@ -134,6 +128,22 @@ def versions() -> dict[str, str]:
     import tensorflow as tf
 
     return {"tf_version": tf.__version__, "keras": keras_flavour.describe()}
+
+
+def _correct_third_party_code(rank: int) -> None:
+    """Once the strategy exists: the corrections that let code written for one process run
+    under it (each guarded: guarded_patches.py)."""
+    cross_replica_steps.install()   # custom training loops
+    loop_batches.split_cell_loops()
+    tf_keras_h5_loading.install()
+    tf_keras_saving_format.install()
+    shared_directories.install()
+    input_release.install()
+    chief_writes.install(is_chief=rank == 0, task_id=rank)
+    chief_tracking.install(is_chief=rank == 0)
+    tracker_corrections.install()
+    saved_model_calls.apply()
+    other_strategy_scope.install()
 
 
 def _set_environment(env: dict[str, str]) -> None:

@@ -14,6 +14,7 @@ from . import (
     controller_watch,
     guarded_patches,
     keras_hooks,
+    loop_batches,
     output_sent,
     shared_directories,
     shared_strategy,
@@ -66,7 +67,7 @@ def run_cell(source: str, filename: str, display_rank: int | None, options: Cell
     background_writes.tell_with(publish)
     try:
         with (Heartbeat(publish, check=controller_watch.check), in_scope,
-              shared_directories.during_cell()):
+              shared_directories.during_cell(), loop_batches.during_cell()):
             exec(compile(tree, filename, "exec"), namespace)
             value = eval(compile(last_expr, filename, "eval"), namespace) if last_expr else None
             background_writes.wait()   # its checkpoints written (a failed write fails it)

@@ -1,0 +1,170 @@
+"""Each worker its share of every batch a cell's own loop takes from a tf.data pipeline.
+
+A custom loop written for one process iterates its dataset itself (`for x, y in train_ds:`).
+On N workers that would give every worker every batch: correct once gradients are averaged
+(cross_replica_steps.py), but N times the work. So when a `%%tfdist` cell's own code (a
+cell's line, or a function a cell defined) iterates a batched pipeline in the shared
+strategy's cross-replica context, each worker gets its rows of each batch: worker r of N
+the rows [r*B/N, (r+1)*B/N) of a batch of B (a batch of fewer than N rows goes whole to
+everyone). The workers' averaged gradients are then the global batch's, as one process
+computes it (exactly when B divides by N; a last, uneven batch weights its parts equally).
+
+Left whole (every worker every batch, as today): iteration by library code (Keras'
+`fit`/`adapt`, `as_numpy_iterator`), pipelines that do not end in a `batch` through
+row-keeping steps (a dataset of single examples must not lose rows of an example), batches
+that are not dense tensors, pipelines over a `--shard` (already each worker's own rows),
+iteration inside a `tf.function`, and code under `strategy.run` or a distributed dataset.
+A cell whose steps averaged gradients over batches left whole gets one line saying so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import cross_replica_steps, guarded_patches, keras_hooks, shared_strategy
+
+CELL_PREFIX = "<tfdist-cell-"   # the filename a %%tfdist cell's code is compiled under
+
+_BATCHING = {"_BatchDataset", "_ParallelBatchDataset", "_PaddedBatchDataset"}
+_ROW_WISE = {"_MapDataset", "_ParallelMapDataset"}   # one batch in, one batch out
+_LONGEST = 64
+
+
+class _Cell(threading.local):
+    split = False     # this cell's code iterated a pipeline split between the workers
+    noted = False     # the "left whole" line was given in this cell
+
+
+_cell = _Cell()
+
+
+@contextlib.contextmanager
+def during_cell() -> Iterator[None]:
+    """Around a cell's code: what it splits is its own; a cell that ends well and averaged
+    gradients over whole batches says so (note_if_whole)."""
+    _cell.split = _cell.noted = False
+    cross_replica_steps.notes.averaged = False
+    yield
+    note_if_whole(keras_hooks.worker_rank())
+
+
+def batched(dataset: Any) -> bool:
+    """Whether the pipeline's elements are batches: its last row-changing step is a batch,
+    reached through steps that keep each batch's rows together."""
+    from tensorflow.python.data.ops import dataset_ops
+
+    node = dataset
+    for _ in range(_LONGEST):
+        name = type(node).__name__
+        if name in _BATCHING:
+            return True
+        if not (name in _ROW_WISE
+                or isinstance(node, dataset_ops.UnaryUnchangedStructureDataset)):
+            return False
+        node = getattr(node, "_input_dataset", None)
+        if node is None:
+            return False
+    return False
+
+
+def _dense_batches(dataset: Any) -> bool:
+    import tensorflow as tf
+
+    specs = tf.nest.flatten(dataset.element_spec)
+    return bool(specs) and all(isinstance(spec, tf.TensorSpec) and spec.shape.rank
+                               for spec in specs)
+
+
+def _over_a_shard(dataset: Any) -> bool:
+    from . import sharded_pipelines, shards
+
+    held = set(shards.live_rows().values())
+    found = sharded_pipelines.source_rows(dataset) if held else None
+    return found is not None and found[0] in held
+
+
+def splittable(dataset: Any) -> bool:
+    """A pipeline whose batches this worker can take its rows of (see the module's text)."""
+    return batched(dataset) and _dense_batches(dataset) and not _over_a_shard(dataset)
+
+
+def share_of(dataset: Any, rank: int, workers: int) -> Any:
+    """`dataset` with each batch cut to worker `rank`'s rows."""
+    import tensorflow as tf
+
+    def rows(*element):
+        parts = element[0] if len(element) == 1 else element
+        first = tf.nest.flatten(parts)[0]
+        size = tf.shape(first, out_type=tf.int64)[0]
+        whole = size < workers
+        start = tf.where(whole, tf.constant(0, tf.int64), size * rank // workers)
+        stop = tf.where(whole, size, size * (rank + 1) // workers)
+        return tf.nest.map_structure(lambda tensor: tensor[start:stop], parts)
+
+    return dataset.map(rows)
+
+
+def _from_a_cell(frame: Any) -> bool:
+    return frame is not None and frame.f_code.co_filename.startswith(CELL_PREFIX)
+
+
+def _worker_share() -> tuple[int, int] | None:
+    """(this worker's rank, the number of workers) when a cell's loop may be split."""
+    strategy = cross_replica_steps.multi_worker_cross_replica()
+    if strategy is None:
+        return None
+    local = len(strategy.extended.worker_devices)
+    workers = strategy.num_replicas_in_sync // local
+    resolver = strategy.cluster_resolver
+    return int(resolver.task_id), workers
+
+
+def split_cell_loops() -> None:
+    """`iter(dataset)` from a cell's own code gives this worker's share of each batch."""
+    from tensorflow.python.data.ops import dataset_ops
+
+    def wrap(original: Callable) -> Callable:
+        def __iter__(self):
+            if _from_a_cell(sys._getframe(1)):
+                share = _worker_share()
+                if share is not None and splittable(self):
+                    _cell.split = True
+                    return original(share_of(self, *share))
+            return original(self)
+        return __iter__
+
+    def apply(cls: Any) -> None:
+        original = cls.__iter__
+        if getattr(original, "_tfmw_split", False):
+            return
+        replacement = wrap(original)
+        replacement._tfmw_split = True   # type: ignore[attr-defined]
+        cls.__iter__ = replacement
+
+    guarded_patches.patch(
+        "loop_batches.split_cell_loops", "tensorflow DatasetV2.__iter__",
+        lambda: (guarded_patches.attribute(dataset_ops.DatasetV2, "__iter__"),
+                 guarded_patches.attribute(dataset_ops, "UnaryUnchangedStructureDataset"),
+                 dataset_ops.DatasetV2)[-1],
+        apply,
+        risk="a custom loop's batches are not split between the workers (each computes "
+             "every batch: correct, not faster)", library="tensorflow")
+
+
+def note_if_whole(rank: int) -> None:
+    """Once per cell, on the chief: the cell's steps averaged gradients over batches every
+    worker computed whole (printed: a warning would show once per process)."""
+    if rank != 0 or _cell.noted or _cell.split or not cross_replica_steps.notes.averaged:
+        return
+    _cell.noted = True
+    strategy = shared_strategy.shared_strategy()
+    workers = strategy.num_replicas_in_sync // len(strategy.extended.worker_devices)
+    print(f"tfmw_notebook: this cell's training steps computed every batch on each of the "
+          f"{workers} workers (correct, not faster): iterate a batched tf.data pipeline in "
+          "the cell (`for x, y in dataset:`), give the data with `%%tfdist --shard`, or use "
+          "`strategy.experimental_distribute_dataset` to split each batch between them.",
+          file=sys.stderr, flush=True)
