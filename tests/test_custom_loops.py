@@ -253,8 +253,9 @@ single_rows = sum(1 for _ in tf.data.Dataset.from_tensor_slices(x))
 library_rows = len(list(tf.data.Dataset.from_tensor_slices(x).batch(8).as_numpy_iterator()))
 _out = {"batched": batched_rows, "single": single_rows, "library": library_rows}
 """
-    workers, _ = run_cell(kernel, code)
+    workers, text = run_cell(kernel, code)
     first, second = workers
+    assert "shuffles without a seed" not in text
     assert first["batched"] == second["batched"] == [4, 4, 2]
     assert first["single"] == second["single"] == 20
     assert first["library"] == second["library"] == 3
@@ -293,6 +294,21 @@ legacy.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
                            model.trainable_variables))
 """
     out = kernel.execute("%%tfdist --no-dashboard --no-checkpoint\n" + code, timeout=300)
-    text = out.error_text()
+    text = out.error_text
     assert "cannot be called in cross-replica context" in text, text
     assert "use the optimizer without `.legacy`" in text, text
+
+
+def test_splitting_a_pipeline_shuffled_with_no_seed_says_so_once(kernel):
+    code = """\
+import numpy as np
+x = np.arange(64, dtype="float32").reshape(32, 2)
+tf.random.set_seed(None)   # an earlier cell set the global seed
+pipeline = tf.data.Dataset.from_tensor_slices(x).shuffle(32).batch(8)
+for epoch in range(2):
+    for batch in pipeline:
+        pass
+_out = {}
+"""
+    _, text = run_cell(kernel, code)
+    assert text.count("shuffles without a seed") == 1, text

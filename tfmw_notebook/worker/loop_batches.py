@@ -37,6 +37,7 @@ _LONGEST = 64
 class _Cell(threading.local):
     split = False     # this cell's code iterated a pipeline split between the workers
     noted = False     # the "left whole" line was given in this cell
+    unseeded = False  # the "unseeded shuffle" line was given in this cell
 
 
 _cell = _Cell()
@@ -46,7 +47,7 @@ _cell = _Cell()
 def during_cell() -> Iterator[None]:
     """Around a cell's code: what it splits is its own; a cell that ends well and averaged
     gradients over whole batches says so (note_if_whole)."""
-    _cell.split = _cell.noted = False
+    _cell.split = _cell.noted = _cell.unseeded = False
     cross_replica_steps.notes.averaged = False
     yield
     note_if_whole(keras_hooks.worker_rank())
@@ -77,6 +78,36 @@ def _dense_batches(dataset: Any) -> bool:
     specs = tf.nest.flatten(dataset.element_spec)
     return bool(specs) and all(isinstance(spec, tf.TensorSpec) and spec.shape.rank
                                for spec in specs)
+
+
+def unseeded_shuffle(dataset: Any) -> bool:
+    """Whether the pipeline shuffles with no seed, op-level or global (tf.data then holds the
+    seeds 0 and 0, which a seeded shuffle never does): each worker's order is its own, and
+    their shares of a batch are not one batch."""
+    import tensorflow as tf
+
+    node = dataset
+    for _ in range(_LONGEST):
+        if node is None:
+            return False
+        if type(node).__name__ == "_ShuffleDataset":
+            seeds = [tf.get_static_value(getattr(node, name, None)) for name in
+                     ("_seed", "_seed2")]
+            if all(seed is not None and int(seed) == 0 for seed in seeds):
+                return True
+        node = getattr(node, "_input_dataset", None)
+    return False
+
+
+def _note_unseeded(dataset: Any, rank: int) -> None:
+    if rank != 0 or _cell.unseeded or not unseeded_shuffle(dataset):
+        return
+    _cell.unseeded = True
+    print("tfmw_notebook: this pipeline shuffles without a seed, so each worker shuffles "
+          "its own way and their shares of a batch are not one batch (rows repeat or are "
+          "missed in an epoch): give the shuffle a seed (`shuffle(n, seed=1)`) or call "
+          "`tf.keras.utils.set_random_seed(1)` before building the pipeline.",
+          file=sys.stderr, flush=True)
 
 
 def _over_a_shard(dataset: Any) -> bool:
@@ -133,6 +164,7 @@ def split_cell_loops() -> None:
                 share = _worker_share()
                 if share is not None and splittable(self):
                     _cell.split = True
+                    _note_unseeded(self, share[0])
                     return original(share_of(self, *share))
             return original(self)
         return __iter__
