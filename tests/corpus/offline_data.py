@@ -103,3 +103,87 @@ import keras as _keras_for_seed
 _tf_for_seed.keras.utils.set_random_seed({seed})
 _keras_for_seed.utils.set_random_seed({seed})
 """
+
+# A `tfds` with the calls TensorFlow's "Custom training: walkthrough" makes for the Palmer
+# penguins: tfds.load('penguins/simple', split='train', with_info=True) -> (dicts of the
+# raw measurements, info) and tfds.load('penguins/processed', split=['train[:20%]',
+# 'train[20%:]'], as_supervised=True, with_info=True) -> ([datasets of (float32 features
+# (4,) in [0, 1], int64 species)], info); tfds.as_dataframe(ds, info) -> a pandas DataFrame.
+# 334 penguins (TFDS's processed set: the 344 of the survey less 10 with missing values),
+# 146 Adelie / 68 Chinstrap / 120 Gentoo as in the survey, each measurement drawn around
+# its species' mean in the survey (culmen length and depth, flipper length, body mass),
+# in a fixed shuffled order; the processed features are those four, min-max normalized.
+PENGUINS_TFDS = r'''
+import types as _types
+import numpy as _np
+import tensorflow as _tf
+
+def _penguin_rows():
+    rng = _np.random.default_rng(0)
+    means = ((38.8, 18.3, 190.0, 3706.0), (48.8, 18.4, 195.8, 3733.0),
+             (47.5, 15.0, 217.2, 5076.0))
+    stds = ((2.7, 1.2, 6.5, 459.0), (3.3, 1.1, 7.1, 384.0), (3.1, 1.0, 6.5, 504.0))
+    counts = (146, 68, 120)
+    raw = _np.concatenate([rng.normal(m, s, size=(n, 4))
+                           for m, s, n in zip(means, stds, counts)]).astype(_np.float32)
+    species = _np.repeat(_np.arange(3, dtype=_np.int64), counts)
+    island = _np.concatenate([rng.integers(0, 3, 146), _np.ones(68), _np.zeros(120)])
+    sex = rng.integers(0, 2, sum(counts))
+    order = rng.permutation(sum(counts))
+    return raw[order], species[order], island[order].astype(_np.int64), sex[order]
+
+class _Features(dict):
+    def __repr__(self):
+        return "FeaturesDict({\n" + "".join(f"    '{k}': {v},\n" for k, v in self.items()) + "})"
+
+_PENGUIN_FEATURES = {
+    "penguins/simple": _Features(
+        body_mass_g="float32", culmen_depth_mm="float32", culmen_length_mm="float32",
+        flipper_length_mm="float32", island="ClassLabel(shape=(), dtype=int64, num_classes=3)",
+        sex="ClassLabel(shape=(), dtype=int64, num_classes=3)",
+        species="ClassLabel(shape=(), dtype=int64, num_classes=3)"),
+    "penguins/processed": _Features(
+        features="Tensor(shape=(4,), dtype=float32)",
+        species="ClassLabel(shape=(), dtype=int64, num_classes=3)"),
+}
+
+def _penguin_split(split, n):
+    # 'train', 'train[:20%]', 'train[20%:]' (TFDS rounds a percent boundary to the nearest)
+    if split == "train":
+        return slice(0, n)
+    start, stop = split[len("train["):-1].split(":")
+    bound = lambda text, default: default if not text else round(n * int(text[:-1]) / 100)
+    return slice(bound(start, 0), bound(stop, n))
+
+def _tfds_load(name, split=None, with_info=False, as_supervised=False, **kwargs):
+    assert name in _PENGUIN_FEATURES, name
+    raw, species, island, sex = _penguin_rows()
+    if name == "penguins/simple":
+        columns = {"body_mass_g": raw[:, 3], "culmen_depth_mm": raw[:, 1],
+                   "culmen_length_mm": raw[:, 0], "flipper_length_mm": raw[:, 2],
+                   "island": island, "sex": sex, "species": species}
+        make = lambda s: _tf.data.Dataset.from_tensor_slices(
+            {k: v[s] for k, v in columns.items()})
+    else:
+        features = (raw - raw.min(axis=0)) / (raw.max(axis=0) - raw.min(axis=0))
+        make = lambda s: _tf.data.Dataset.from_tensor_slices(
+            (features[s], species[s]) if as_supervised
+            else {"features": features[s], "species": species[s]})
+    splits = split if isinstance(split, (list, tuple)) else [split or "train"]
+    datasets = [make(_penguin_split(s, len(species))) for s in splits]
+    datasets = datasets if isinstance(split, (list, tuple)) else datasets[0]
+    info = _types.SimpleNamespace(name=name, features=_PENGUIN_FEATURES[name])
+    return (datasets, info) if with_info else datasets
+
+def _tfds_as_dataframe(ds, ds_info=None):
+    import pandas as _pd
+    rows = []
+    for element in ds.as_numpy_iterator():
+        if isinstance(element, tuple):   # as_supervised: (features, species)
+            element = dict(zip(("features", "species"), element))
+        rows.append(element)
+    return _pd.DataFrame(rows)
+
+tfds = _types.SimpleNamespace(load=_tfds_load, as_dataframe=_tfds_as_dataframe,
+                              __version__="offline stand-in (tests/corpus/offline_data.py)")
+'''
