@@ -13,6 +13,7 @@ under another strategy (other_strategy_scope.py) trains on its worker alone and 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -28,6 +29,7 @@ from . import (
     fit_state,
     guarded_patches,
     import_hooks,
+    input_position,
     input_release,
     keras_flavour,
     other_strategy_scope,
@@ -113,6 +115,7 @@ def install(publisher: EventPublisher, *, rank: int, is_chief: bool, world_size:
     _worker.publisher, _worker.rank = publisher, rank
     _worker.is_chief, _worker.world_size = is_chief, world_size
     _wrap_model_class(tf.keras.Model)
+    input_position.install()   # a resumed fit's input goes on where it was
     # Where tf.keras is tf-keras, `import keras` is Keras 3: its models get the same hooks
     # once a cell imports it (importing it here would make every start pay ~1.2 s).
     import_hooks.when_imported("keras", lambda keras: _wrap_model_class(keras.Model))
@@ -173,9 +176,7 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
         _worker.depth += 1
         try:
             if outermost:
-                # The input pipeline is freed after the call, off the cell's path.
-                with input_release.deferred(), tensorboard_logs.chief_only_logs(
-                        _callbacks(args, kwargs, positions), is_chief=_worker.is_chief):
+                with _around_outermost(args, kwargs, positions, training):
                     result = method(self, *args, **kwargs)
             else:
                 result = method(self, *args, **kwargs)
@@ -196,6 +197,22 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
     # A function takes attributes; mypy's view of what functools.wraps returns does not.
     setattr(wrapper, _WRAPPED, True)
     return wrapper
+
+
+@contextlib.contextmanager
+def _around_outermost(args: tuple, kwargs: dict, positions: dict, training: bool):
+    """What an outermost fit/evaluate runs inside: its input freed after the call, off the
+    cell's path; only the chief's TensorBoard logs; a resumed fit's input put back where
+    it was (input_position.py, from where the call starts, after --resume-from set it)."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(input_release.deferred())
+        stack.enter_context(tensorboard_logs.chief_only_logs(
+            _callbacks(args, kwargs, positions), is_chief=_worker.is_chief))
+        if training:
+            stack.enter_context(input_position.watching(
+                _argument("initial_epoch", args, kwargs, positions),
+                _argument("x", args, kwargs, positions)))
+        yield
 
 
 def _wrapped_predict(method: Callable[..., Any]) -> Callable[..., Any]:

@@ -5,11 +5,13 @@ The callback's logic; keras_callbacks.py puts it on the Callback class of the mo
 
 from __future__ import annotations
 
+from . import input_position
 from .keras_callbacks import CallbackLogic
 
 
 class ResumeNotice(CallbackLogic):
-    """Prints the epoch and step a fit resumed at from its automatic backup (chief only)."""
+    """Prints the epoch and step a fit resumed at from its automatic backup, and where its
+    input was put back (input_position.py); chief only."""
 
     def __init__(self, *, is_chief: bool):
         super().__init__()
@@ -22,5 +24,6 @@ class ResumeNotice(CallbackLogic):
         self._said = True
         step = int(self.model.optimizer.iterations.numpy())
         if step and self.is_chief:
+            replay = input_position.outcome()   # where the input was put back (if it was)
             print(f"resumed from the automatic backup: epoch {epoch + 1}, "
-                  f"step {step}")
+                  f"step {step}{replay.line() if replay is not None else ''}")

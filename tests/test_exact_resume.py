@@ -1,0 +1,90 @@
+"""Exact resume on real 2-worker clusters: a fit whose worker is killed at a step ends
+with the undisturbed fit's weights, bit for bit (issue 53's probe, made small).
+
+Each fit is run once undisturbed and once with rank 1 killed (SIGKILL) at given optimizer
+steps under `--max-restarts --backup-every 10`; the sha256 of every weight is compared.
+Before input_position.py the resumed fit read its input from the first batch again and
+ended with other weights.
+"""
+
+import json
+
+import pytest
+
+from kernel_session import kernel_with_cluster
+
+pytestmark = pytest.mark.timeout(600)
+
+SETUP = '''
+import os, signal, hashlib, json
+import numpy as np
+K = tf.keras if KERAS == 2 else __import__("keras")
+rng = np.random.RandomState(0)
+x = rng.uniform(0, 1, (1000, 8)).astype("float32")
+y = (x @ rng.uniform(-1, 1, (8, 1))).astype("float32") + 5
+
+def data(kind):
+    if kind == "arrays":
+        return dict(x=x, y=y, batch_size=64, shuffle=True)
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1000, seed=1)
+    if kind == "dataset":
+        return dict(x=ds.repeat().batch(64).map(lambda a, b: (a * 2, b)).prefetch(2),
+                    steps_per_epoch=10)
+    return dict(x=ds.batch(64))       # "epochs": iterated anew (and reshuffled) each epoch
+
+class Kill(K.callbacks.Callback):
+    """Kills rank 1 once at each optimizer step in KILLS (a marker file per step)."""
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations.numpy())
+        marker = os.path.join(MARKS, f"killed-{step}")
+        if tfdist.rank == 1 and step in KILLS and not os.path.exists(marker):
+            open(marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+
+def fit(kind):
+    K.utils.set_random_seed(1)
+    model = K.Sequential([K.Input((8,)), K.layers.Dense(16, activation="relu"),
+                          K.layers.Dense(1)])
+    model.compile(optimizer=K.optimizers.Adam(0.01), loss="mse")
+    history = model.fit(**data(kind), epochs=5, verbose=0, callbacks=[Kill()])
+    return json.dumps({"loss": history.history["loss"][-1],
+                       "step": int(model.optimizer.iterations.numpy()),
+                       "sha256": [hashlib.sha256(np.asarray(v.numpy()).tobytes()).hexdigest()
+                                  for v in model.weights]})
+'''
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    with kernel_with_cluster(str(tmp_path_factory.mktemp("exact-kernel"))) as session:
+        yield session
+
+
+def trained(kernel, tmp_path, *, kind, kills=(), keras=2):
+    """The fit's result on every worker (they agree) and the cell's output."""
+    marks = tmp_path / f"marks-{kind}-{'-'.join(map(str, kills)) or 'none'}"
+    marks.mkdir()
+    kernel.ok(f"%%tfdist\nKERAS = {keras}\nKILLS = {list(kills)!r}\nMARKS = {str(marks)!r}\n"
+              + SETUP)
+    out = kernel.execute(f"%%tfdist --max-restarts 3 --backup-every 10 "
+                         f"--checkpoint-dir {tmp_path / 'run'}\nresult = fit({kind!r})",
+                         timeout=400)
+    assert out.status == "ok", out.error_text + out.stderr
+    results = kernel.ok("import json\nfrom tfmw_notebook.magics.session import "
+                        "active_cluster as _c\nprint(json.dumps([_c().pull(['result'], "
+                        "rank=r)['result'] for r in range(2)]))").stdout.strip()
+    ranks = [json.loads(r) for r in json.loads(results.splitlines()[-1])]
+    assert ranks[0] == ranks[1]
+    return ranks[0], out
+
+
+@pytest.mark.parametrize("kind, kills", [("dataset", [25]), ("arrays", [12, 41]),
+                                         ("epochs", [33])])
+def test_a_killed_fit_ends_with_the_undisturbed_weights(kernel, tmp_path, kind, kills):
+    undisturbed, _ = trained(kernel, tmp_path, kind=kind)
+    resumed, out = trained(kernel, tmp_path, kind=kind, kills=kills)
+    assert f"restart {len(kills)} of 3" in out.stderr
+    assert resumed["step"] == undisturbed["step"]
+    assert resumed["sha256"] == undisturbed["sha256"]
+    assert resumed["loss"] == undisturbed["loss"]
+    assert out.stdout.count("its input goes on where it was") == len(kills), out.stdout
