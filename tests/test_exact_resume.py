@@ -4,7 +4,8 @@ with the undisturbed fit's weights, bit for bit (issue 53's probe, made small).
 Each fit is run once undisturbed and once with rank 1 killed (SIGKILL) at given optimizer
 steps under `--max-restarts --backup-every 10`; the sha256 of every weight is compared.
 Before input_position.py the resumed fit read its input from the first batch again and
-ended with other weights.
+ended with other weights; Keras 3 also ran the backup's epoch again from its first batch.
+The default workers run both Keras: `tf.keras` is tf-keras, `import keras` Keras 3.
 """
 
 import json
@@ -62,7 +63,7 @@ def kernel(tmp_path_factory):
 
 def trained(kernel, tmp_path, *, kind, kills=(), keras=2):
     """The fit's result on every worker (they agree) and the cell's output."""
-    marks = tmp_path / f"marks-{kind}-{'-'.join(map(str, kills)) or 'none'}"
+    marks = tmp_path / f"marks-{keras}-{kind}-{'-'.join(map(str, kills)) or 'none'}"
     marks.mkdir()
     kernel.ok(f"%%tfdist\nKERAS = {keras}\nKILLS = {list(kills)!r}\nMARKS = {str(marks)!r}\n"
               + SETUP)
@@ -78,11 +79,12 @@ def trained(kernel, tmp_path, *, kind, kills=(), keras=2):
     return ranks[0], out
 
 
-@pytest.mark.parametrize("kind, kills", [("dataset", [25]), ("arrays", [12, 41]),
-                                         ("epochs", [33])])
-def test_a_killed_fit_ends_with_the_undisturbed_weights(kernel, tmp_path, kind, kills):
-    undisturbed, _ = trained(kernel, tmp_path, kind=kind)
-    resumed, out = trained(kernel, tmp_path, kind=kind, kills=kills)
+@pytest.mark.parametrize("keras, kind, kills", [
+    (2, "dataset", [25]), (2, "arrays", [12, 41]), (2, "epochs", [33]),
+    (3, "dataset", [25]), (3, "arrays", [12, 41]), (3, "epochs", [33])])
+def test_a_killed_fit_ends_with_the_undisturbed_weights(kernel, tmp_path, keras, kind, kills):
+    undisturbed, _ = trained(kernel, tmp_path, kind=kind, keras=keras)
+    resumed, out = trained(kernel, tmp_path, kind=kind, kills=kills, keras=keras)
     assert f"restart {len(kills)} of 3" in out.stderr
     assert resumed["step"] == undisturbed["step"]
     assert resumed["sha256"] == undisturbed["sha256"]

@@ -15,10 +15,14 @@ its iterator where no callback reaches it, and MultiWorkerMirroredStrategy's dis
 iterators have no checkpointable state of their own. Replaying costs nothing until a
 resume, which then reads (does not train on) the batches skipped: see docs/checkpoints.md.
 
-The patch (through guarded_patches.py) is on the data handler of the model's Keras; the
-fit wrapper (keras_hooks.py) says where the call asked to start (`watching`). A pipeline
-that cannot be replayed (an unseeded shuffle: another order each time) is still advanced,
-and `outcome()` says so for the resume line (keras_resume_notice.py).
+The patches (through guarded_patches.py) are on the data handler of each Keras. tf-keras'
+BackupAndRestore puts the fit at the backup's epoch and step itself; Keras 3's starts the
+backup's epoch again from its first batch, so there the fit is put at the step of the
+restored optimizer (`resume_at`, from keras_resume_point.py) and its first epoch's loop
+starts at that batch. The fit wrapper (keras_hooks.py) says where the call asked to
+start (`watching`). A pipeline that cannot be replayed (an unseeded shuffle: another
+order each time) is still advanced, and `outcome()` says so for the resume line
+(keras_resume_notice.py).
 """
 
 from __future__ import annotations
@@ -53,19 +57,21 @@ class Replay:
 class _Fit:
     start_epoch: int      # the epoch the fit() call asked to start at
     data: Any             # its `x`, looked at for what cannot be replayed
+    start_step: int = 0   # its optimizer's steps when the call began (Keras 3's resume)
     replay: Replay | None = None
     taken: bool = False   # the fit's training input was looked at (validation's is not)
+    plan: tuple[int, int] | None = None   # Keras 3: (epochs, batches) done at the backup
 
 
 _fit: _Fit | None = None
 
 
 @contextlib.contextmanager
-def watching(initial_epoch: int | None, data: Any) -> Iterator[None]:
-    """Around an outermost fit() starting at `initial_epoch` (the call's, before any
-    backup moves it) on input `data`."""
+def watching(model: Any, initial_epoch: int | None, data: Any) -> Iterator[None]:
+    """Around an outermost fit() of `model` starting at `initial_epoch` (the call's, before
+    any backup moves it) on input `data`."""
     global _fit
-    _fit = _Fit(int(initial_epoch or 0), data)
+    _fit = _Fit(int(initial_epoch or 0), data, start_step=_optimizer_steps(model))
     try:
         yield
     finally:
@@ -77,9 +83,34 @@ def outcome() -> Replay | None:
     return _fit.replay if _fit is not None else None
 
 
+def resume_at(model: Any, steps_per_epoch: int | None) -> int | None:
+    """Keras 3, after its BackupAndRestore loaded: the epoch the running fit resumes at
+    (None: it was not resumed), from the steps its restored optimizer has taken since the
+    call began; the first epoch's loop then starts at the batch after them."""
+    if _fit is None:
+        return None
+    done = _optimizer_steps(model) - _fit.start_step
+    if done <= 0:
+        return None
+    if not steps_per_epoch:
+        _fit.replay = Replay(problem="the number of batches in an epoch is not known")
+        return None
+    _fit.plan = (done // steps_per_epoch, done % steps_per_epoch)
+    return _fit.start_epoch + done // steps_per_epoch
+
+
+def _optimizer_steps(model: Any) -> int:
+    iterations = getattr(getattr(model, "optimizer", None), "iterations", None)
+    try:
+        return int(iterations.numpy()) if iterations is not None else 0
+    except (AttributeError, TypeError, ValueError):
+        return 0
+
+
 def install() -> None:
-    """Patch the data handler of tf-keras when (or as soon as) it is imported."""
+    """Patch the data handlers of tf-keras and Keras 3 when (or as soon as) imported."""
     import_hooks.when_imported("tf_keras.src.engine.data_adapter", _patch_tf_keras)
+    import_hooks.when_imported("keras.src.trainers.epoch_iterator", _patch_keras3)
 
 
 def _patch_tf_keras(module) -> None:
@@ -136,6 +167,64 @@ def _replace_enumerate_epochs(handler) -> None:
     handler.enumerate_epochs = enumerate_epochs
 
 
+def _patch_keras3(module) -> None:
+    def lookup():
+        epochs = guarded_patches.attribute(module, "EpochIterator")
+        method = guarded_patches.method(epochs, "_enumerate_iterator")
+        if not getattr(method, "_tfmw_replay", False):
+            for name in ("steps_per_epoch", "_get_iterator", "_current_iterator"):
+                if name not in inspect.unwrap(method).__code__.co_names:
+                    raise guarded_patches.TargetChanged(
+                        f"EpochIterator._enumerate_iterator reads no {name}")
+        return epochs
+
+    guarded_patches.patch(
+        "input_position.replay_keras3", "keras EpochIterator._enumerate_iterator", lookup,
+        _replace_enumerate_iterator, library="keras",
+        risk="a fit resumed from its backup runs the backup's epoch again from its first "
+             "batch, on an input started from its first batch")
+
+
+def _replace_enumerate_iterator(epochs) -> None:
+    """Keras 3: each epoch's (step, step, iterator) triples; the first epoch after a
+    resume starts at the backup's batch, its input advanced to there."""
+    original = epochs._enumerate_iterator
+    if getattr(original, "_tfmw_replay", False):
+        return
+
+    def _enumerate_iterator(self):
+        plan, _fit_plan = (_fit.plan, _fit) if _fit is not None else (None, None)
+        if plan is None or _fit_plan is None or _fit_plan.taken:
+            yield from original(self)
+            return
+        _fit_plan.taken = True
+        yield from _resumed_epoch(self, original, *plan)
+
+    _enumerate_iterator._tfmw_replay = True   # type: ignore[attr-defined]
+    epochs._enumerate_iterator = _enumerate_iterator
+
+
+def _resumed_epoch(epoch_iterator, original, epochs_done: int, batches: int):
+    """The first epoch's triples from batch `batches` on, after the `epochs_done` epochs and
+    `batches` batches the backup had done were run through Keras' own loop (iterators made
+    as it makes them: two an epoch when it makes one each epoch), their batches read, not
+    trained on."""
+    replay = Replay()
+    if _fit is not None:
+        _fit.replay = replay
+    began = time.perf_counter()
+    for _ in range(epochs_done):
+        for begin, end, iterator in original(epoch_iterator):
+            if not _advance(iterator, end - begin + 1, replay):
+                break
+    for begin, end, iterator in original(epoch_iterator):
+        if begin < batches:                      # done before the backup
+            _advance(iterator, end - begin + 1, replay)
+            continue
+        replay.seconds = replay.seconds or time.perf_counter() - began
+        yield begin, end, iterator
+
+
 def _take(epoch: int, step: int) -> tuple[int, int] | None:
     """(epochs, batches) the fit had done at its backup: the first input a fit iterates
     is its training input; None when it starts where it asked (no resume)."""
@@ -148,18 +237,19 @@ def _take(epoch: int, step: int) -> tuple[int, int] | None:
     return max(epochs_done, 0), int(step or 0)
 
 
-def _advance(iterator, batches: int, replay: Replay) -> None:
-    """Read `batches` batches from `iterator` and drop them."""
+def _advance(iterator, batches: int, replay: Replay) -> bool:
+    """Read `batches` batches from `iterator` and drop them; False when it ran out."""
     if not replay.problem:
         replay.problem = _unrepeatable(_fit.data if _fit is not None else None)
-    for done in range(batches):
+    for _ in range(batches):
         try:
             next(iterator)
         except (StopIteration, LookupError) as exc:   # OutOfRangeError is a LookupError
-            replay.problem = (f"it ended after {done} of the {batches} batches to skip "
+            replay.problem = (f"it ended after {replay.batches} of the batches to skip "
                               f"({type(exc).__name__})")
-            break
-        replay.batches = done + 1
+            return False
+        replay.batches += 1
+    return True
 
 
 def _unrepeatable(data: Any) -> str:

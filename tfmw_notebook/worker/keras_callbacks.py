@@ -1,7 +1,7 @@
 """The Keras callbacks the workers add to a cell's fit() and evaluate(), all made one way.
 
 Each callback's logic is a plain class in a module of its own (keras_reporting.py,
-keras_checkpoint_saver.py, keras_resume_notice.py, keras_run_record.py,
+keras_checkpoint_saver.py, keras_resume_notice.py, keras_resume_point.py, keras_run_record.py,
 keras_trial_monitor.py); `keras_callbacks(keras)` puts it on the `Callback` class of the Keras
 the model belongs to. On the default workers `tf.keras` is tf-keras while `import keras` gives
 Keras 3, and both fit in one cluster: each gets callbacks of its own Keras (a callback of one
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .keras_checkpoint_saver import CheckpointSaver
     from .keras_reporting import KerasReportingCallback
     from .keras_resume_notice import ResumeNotice
+    from .keras_resume_point import ResumePoint
     from .keras_run_record import RunRecorder
     from .keras_trial_monitor import TrialMonitorCallback
 
@@ -37,6 +38,7 @@ class KerasCallbacks(NamedTuple):
     resume_notice: type[ResumeNotice]
     run_recorder: type[RunRecorder]
     trial_monitor: type[TrialMonitorCallback]
+    resume_point: type[ResumePoint]
 
 
 def callback_logic() -> KerasCallbacks:
@@ -44,11 +46,12 @@ def callback_logic() -> KerasCallbacks:
     from .keras_checkpoint_saver import CheckpointSaver
     from .keras_reporting import KerasReportingCallback
     from .keras_resume_notice import ResumeNotice
+    from .keras_resume_point import ResumePoint
     from .keras_run_record import RunRecorder
     from .keras_trial_monitor import TrialMonitorCallback
 
     return KerasCallbacks(KerasReportingCallback, CheckpointSaver, ResumeNotice, RunRecorder,
-                          TrialMonitorCallback)
+                          TrialMonitorCallback, ResumePoint)
 
 
 def keras_callbacks(keras: Any = None) -> KerasCallbacks:

@@ -176,7 +176,7 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
         _worker.depth += 1
         try:
             if outermost:
-                with _around_outermost(args, kwargs, positions, training):
+                with _around_outermost(self, args, kwargs, positions, training):
                     result = method(self, *args, **kwargs)
             else:
                 result = method(self, *args, **kwargs)
@@ -200,7 +200,7 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
 
 
 @contextlib.contextmanager
-def _around_outermost(args: tuple, kwargs: dict, positions: dict, training: bool):
+def _around_outermost(model, args: tuple, kwargs: dict, positions: dict, training: bool):
     """What an outermost fit/evaluate runs inside: its input freed after the call, off the
     cell's path; only the chief's TensorBoard logs; a resumed fit's input put back where
     it was (input_position.py, from where the call starts, after --resume-from set it)."""
@@ -210,7 +210,7 @@ def _around_outermost(args: tuple, kwargs: dict, positions: dict, training: bool
             _callbacks(args, kwargs, positions), is_chief=_worker.is_chief))
         if training:
             stack.enter_context(input_position.watching(
-                _argument("initial_epoch", args, kwargs, positions),
+                model, _argument("initial_epoch", args, kwargs, positions),
                 _argument("x", args, kwargs, positions)))
         yield
 
@@ -317,6 +317,7 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
         extra.append(keras.callbacks.TensorBoard(log_dir=options.tensorboard))
     if options.backup is not None:
         extra.append(_backup(model, options.backup))
+        extra.append(ours.resume_point())   # after the backup loaded: Keras 3 at its step
         extra.append(ours.resume_notice(is_chief=_worker.is_chief))
     if _cell.policy is not None:
         extra.append(ours.checkpoint_saver(
