@@ -132,8 +132,16 @@ def _corpus_digest(obj):
     return digest.hexdigest(), count
 
 def _corpus_clean():
-    for name in [n for n in globals() if n not in _corpus_keep and not n.startswith("_corpus")]:
+    for name in [n for n in globals() if n not in _corpus_keep and not n.startswith("_corpus")
+                 and not _corpus_in_flight(n)]:
         del globals()[name]
+
+def _corpus_in_flight(name):
+    # ipyparallel 8 keeps the call under way in the namespace (_<msg id>_f, _args, _kwargs,
+    # _result) and pops it afterwards: deleting it raised KeyError in the engine.
+    head, _, tail = name.rpartition("_")
+    return (tail in ("f", "args", "kwargs", "result") and head.startswith("_")
+            and len(head) > 30 and set(head) <= set("_0123456789abcdef"))
 
 def _corpus_forget_modules():
     # Modules the last program imported from its own directory (a %%writefile'd
