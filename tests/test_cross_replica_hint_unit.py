@@ -3,7 +3,6 @@
 on 2 workers (tests/test_custom_loops.py runs the legacy optimizer's for real)."""
 
 import pytest
-
 from tfmw_notebook.magics.hints import cross_replica_step_hint
 
 pytestmark = pytest.mark.unit

@@ -312,3 +312,44 @@ _out = {}
 """
     _, text = run_cell(kernel, code)
     assert text.count("shuffles without a seed") == 1, text
+
+
+def test_checkpoints_of_a_loop_across_cells_on_every_worker(kernel):
+    """TensorFlow's checkpoint guide across cells: a CheckpointManager made in one cell saves
+    in the next, into that cell's copies on worker 1 (it wrote under the first cell's removed
+    copies directory, made again and never removed; where the temp directory is not the
+    worker's own, as in the corpus, its state file's write failed), a restore made in one cell
+    is completed in a later one (deferred), `int(ckpt.step)` counts, and an iterator saved
+    with the checkpoint resumes on each worker at its own rows."""
+    root = os.path.join(kernel.cwd, "across")
+    cells = [
+        f"import os\nroot = {root!r}\n"
+        "pipeline = tf.data.Dataset.range(8).repeat().batch(2)\n"
+        "iterator = iter(pipeline)\n"
+        "ckpt = tf.train.Checkpoint(step=tf.Variable(1), value=tf.Variable(1.0),"
+        " iterator=iterator)\n"
+        "manager = tf.train.CheckpointManager(ckpt, os.path.join(root, 'ckpts'), max_to_keep=2)",
+        "first = [next(iterator).numpy().tolist() for _ in range(3)]\n"
+        "ckpt.value.assign(5.0)\n"
+        "ckpt.step.assign_add(2)\n"
+        "saved = manager.save()\n"
+        "after = next(iterator).numpy().tolist()",
+        "restore = tf.train.Checkpoint(iterator=iter(pipeline))\n"
+        "status = restore.restore(manager.latest_checkpoint)",
+        "restore.value = tf.Variable(0.0)\n"
+        "_out = {'first': first, 'after': after, 'step': int(ckpt.step),"
+        " 'restored': float(restore.value),"
+        " 'resumed': next(restore.iterator).numpy().tolist()}",
+    ]
+    for cell in cells:
+        kernel.ok("%%tfdist --no-dashboard --no-checkpoint\n" + cell, timeout=300)
+    # Worker 1's copies of what the cells saved went with each cell's end: none is left.
+    kernel.ok("%%tfdist --no-dashboard --no-checkpoint\nimport tempfile\n"
+              "_left = [n for n in os.listdir(tempfile.gettempdir())"
+              " if n.startswith('tfmw-chief-writes-')]")
+    assert per_worker(kernel, "_left") == [[], []]
+    first, second = per_worker(kernel, "_out")
+    assert first["first"] == [[0], [2], [4]] and second["first"] == [[1], [3], [5]]
+    for worker, out in ((0, first), (1, second)):
+        assert out["step"] == 3 and out["restored"] == 5.0, (worker, out)
+        assert out["resumed"] == out["after"], (worker, out)

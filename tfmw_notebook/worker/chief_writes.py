@@ -48,6 +48,7 @@ from .import_hooks import when_imported
 _is_chief: bool | None = None     # set once by install()
 _root: str | None = None          # this worker's copies, made at the first redirected write
 _root_lock = threading.Lock()
+_removed_roots: list[str] = []    # copies directories earlier cells' ends removed
 _MARK = "_tfmw_chief_writes"      # set on every wrapper, so nothing is wrapped twice
 _own = threading.local()          # .depth > 0: this package's own saves, which place their files
 # tempdirs.worker_tempdir names each worker's own temp directory after its pid.
@@ -104,6 +105,7 @@ def cleanup() -> None:
     with _root_lock:
         root, _root = _root, None
     if root:
+        _removed_roots.append(root)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -179,9 +181,17 @@ def _write_path(path: Any) -> Any:
 
 def _read_path(path: Any) -> Any:
     """What a read of `path` reads on this worker: its own copy if it wrote one, else `path`."""
-    if _is_chief is not False or _root is None or not isinstance(path, (str, os.PathLike)):
+    if _is_chief is not False or not isinstance(path, (str, os.PathLike)):
         return path
     text = os.fspath(path)
+    if isinstance(text, str):
+        for removed in _removed_roots:
+            # A copy an earlier cell made and its end removed (a restore made then, read
+            # later: a deferred restoration): the chief's file, written by now.
+            if _inside(os.path.abspath(text), removed):
+                return os.sep + os.path.relpath(os.path.abspath(text), removed)
+    if _root is None:
+        return path
     if not isinstance(text, str) or _written_as_named(text):
         return path
     copy = copy_path(text)
@@ -193,6 +203,20 @@ def _read_path(path: Any) -> Any:
         # (its list holds copies: see _manager_init): the chief's file it stands for.
         return os.sep + os.path.relpath(copy, _root)
     return path
+
+
+def _read_prefix(prefix: Any) -> Any:
+    """A RestoreV2 op's prefix (a path, or an eager string tensor of one), as _read_path maps
+    it; a traced tensor is passed as is."""
+    if _is_chief is not False or not _removed_roots:
+        return prefix
+    value = prefix.numpy() if hasattr(prefix, "numpy") else prefix
+    if isinstance(value, bytes):
+        value = value.decode()
+    if not isinstance(value, str):
+        return prefix
+    mapped = _read_path(value)
+    return prefix if mapped == value else mapped
 
 
 def _read_state_dir(directory: Any, latest_filename: str | None = None) -> Any:
@@ -271,7 +295,9 @@ def _patch_tensorflow() -> None:
     """tf.train.Checkpoint (save, write; read), CheckpointManager, tf.train.latest_checkpoint,
     tf.saved_model.save and load."""
     from tensorflow.python.checkpoint import checkpoint, checkpoint_management
+    from tensorflow.python.ops import gen_io_ops
     from tensorflow.python.saved_model import load, save
+    from tensorflow.python.training import py_checkpoint_reader
 
     # Checkpoint.save and CheckpointManager.save both write through _write; save's state file
     # goes next to the path _write returns, so it lands in the copy too.
@@ -280,6 +306,7 @@ def _patch_tensorflow() -> None:
     _replace_method(checkpoint.Checkpoint, "read",       # restore() reads through read()
                     lambda f: _mapping_argument(f, 1, "save_path", _read_path))
     _replace_method(checkpoint_management.CheckpointManager, "__init__", _manager_init)
+    _replace_method(checkpoint_management.CheckpointManager, "save", _manager_save)
     # latest_checkpoint and CheckpointManager find the state through this module global.
     _replace_function(checkpoint_management, "get_checkpoint_state", _state_reader)
     # tf.saved_model.save, tf-keras' SavedModel format and Keras 3's export all end here.
@@ -287,6 +314,12 @@ def _patch_tensorflow() -> None:
                       lambda f: _mapping_argument(f, 1, "export_dir", _write_path))
     _replace_function(load, "load_partial",             # tf.saved_model.load reads through it
                       lambda f: _mapping_argument(f, 0, "export_dir", _read_path))
+    # A restore's later (deferred) reads open the path it was given when they happen: its
+    # reader, and the RestoreV2 op of each variable restored later (prefix, a string tensor).
+    _replace_function(py_checkpoint_reader, "NewCheckpointReader",
+                      lambda f: _mapping_argument(f, 0, "filepattern", _read_path))
+    _replace_function(gen_io_ops, "restore_v2",
+                      lambda f: _mapping_argument(f, 0, "prefix", _read_prefix))
 
 
 def _state_reader(get_checkpoint_state: Callable) -> Callable:
@@ -305,11 +338,26 @@ def _manager_init(init: Callable) -> Callable:
         # The state read above is the chief's (or this worker's copy): what to restore from.
         # What the manager writes, and the old checkpoints it deletes, are this worker's copy's:
         # it never deletes the chief's files.
+        self._tfmw_named = (self._directory, self._checkpoint_prefix)
         self._directory = _write_path(self._directory)
         self._checkpoint_prefix = _write_path(self._checkpoint_prefix)
         self._maybe_delete = collections.OrderedDict(
             (_write_path(path), stamp) for path, stamp in self._maybe_delete.items())
     return __init__
+
+
+def _manager_save(save: Callable) -> Callable:
+    """Each save writes into this cell's copies: a manager made in an earlier cell held copies
+    that cell's end removed (measured: the state file's write failed, NotFoundError)."""
+    @functools.wraps(save)
+    def wrapper(self, *args, **kwargs):
+        named = getattr(self, "_tfmw_named", None)
+        if named is None:
+            return save(self, *args, **kwargs)
+        with _swapped(self, _directory=_write_path(named[0]),
+                      _checkpoint_prefix=_write_path(named[1])):
+            return save(self, *args, **kwargs)
+    return wrapper
 
 
 def _patch_keras_saving(saving_api: Any) -> None:

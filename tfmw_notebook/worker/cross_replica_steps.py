@@ -371,8 +371,41 @@ def keras3_metric_state(keras: Any) -> None:
              "every worker's part again", library="keras")
 
 
+def numbers_from_distributed_variables() -> None:
+    """`int(v)` and `float(v)` of a variable made in the strategy's scope, as of any variable:
+    TensorFlow's checkpoint guide counts steps with `int(ckpt.step)`, and a distributed
+    variable has no `__int__` (measured, TF 2.21: TypeError under any strategy, one process
+    too). The value is the variable's read in the current context."""
+    values = _values()
+
+    def convert(kind: type) -> Callable:
+        def number(self):
+            return kind(self.read_value())
+        number.__name__ = f"__{kind.__name__}__"
+        return number
+
+    def lookup() -> Any:
+        owner = values.DistributedVariable
+        for name in ("__int__", "__float__"):
+            if hasattr(owner, name):
+                raise guarded_patches.TargetChanged(f"DistributedVariable has {name} already")
+        guarded_patches.method(owner, "read_value")
+        return owner
+
+    def apply(owner: Any) -> None:
+        owner.__int__ = convert(int)
+        owner.__float__ = convert(float)
+
+    guarded_patches.patch(
+        "cross_replica_steps.numbers_from_distributed_variables",
+        "tensorflow DistributedVariable.__int__/__float__", lookup, apply,
+        risk="`int(ckpt.step)` of a variable made in a %%tfdist cell raises TypeError",
+        library="tensorflow")
+
+
 def install() -> None:
     """After the strategy exists: the TensorFlow corrections now, Keras' when imported."""
+    numbers_from_distributed_variables()
     watch_local_copies()
     average_gradients_over_workers()
     apply_in_cross_replica_context()

@@ -123,20 +123,52 @@ def splittable(dataset: Any) -> bool:
     return batched(dataset) and _dense_batches(dataset) and not _over_a_shard(dataset)
 
 
-def share_of(dataset: Any, rank: int, workers: int) -> Any:
-    """`dataset` with each batch cut to worker `rank`'s rows."""
+def rows_of(element: Any, rank: int, workers: int) -> Any:
+    """Worker `rank`'s rows of a batch (every component cut alike; whole when smaller than
+    `workers`)."""
     import tensorflow as tf
 
-    def rows(*element):
-        parts = element[0] if len(element) == 1 else element
-        first = tf.nest.flatten(parts)[0]
-        size = tf.shape(first, out_type=tf.int64)[0]
-        whole = size < workers
-        start = tf.where(whole, tf.constant(0, tf.int64), size * rank // workers)
-        stop = tf.where(whole, size, size * (rank + 1) // workers)
-        return tf.nest.map_structure(lambda tensor: tensor[start:stop], parts)
+    size = tf.shape(tf.nest.flatten(element)[0], out_type=tf.int64)[0]
+    whole = size < workers
+    start = tf.where(whole, tf.constant(0, tf.int64), size * rank // workers)
+    stop = tf.where(whole, size, size * (rank + 1) // workers)
+    return tf.nest.map_structure(lambda tensor: tensor[start:stop], element)
 
-    return dataset.map(rows)
+
+_share_iterator: list[type] = []   # the class, made once TensorFlow is imported
+
+
+def share_of(dataset: Any, rank: int, workers: int) -> Any:
+    """An iterator over `dataset` giving worker `rank` its rows of each batch.
+
+    The rows are cut as each batch leaves the iterator, not by a step added to the pipeline:
+    the iterator stays one of the user's own pipeline, the same on every worker, so
+    `tf.train.Checkpoint(iterator=...)` saves and restores the same state everywhere
+    (measured: with a `map` added, a restore rebuilt the pipeline from the chief's saved
+    graph, and worker 1 then took the chief's rows).
+    """
+    if not _share_iterator:
+        from tensorflow.python.data.ops import iterator_ops
+
+        class ShareIterator(iterator_ops.OwnedIterator):
+            """The pipeline's own iterator; each element cut to this worker's rows."""
+
+            def __init__(self, dataset: Any, rank: int, workers: int):
+                super().__init__(dataset)
+                self._tfmw_share = (rank, workers)
+
+            def _next_internal(self):
+                return rows_of(super()._next_internal(), *self._tfmw_share)
+
+        _share_iterator.append(ShareIterator)
+    return _share_iterator[0](dataset, rank, workers)
+
+
+def _colocated(dataset: Any) -> Any:
+    """Where TensorFlow's own `__iter__` makes the iterator (with its pipeline)."""
+    from tensorflow.python.framework import ops
+
+    return ops.colocate_with(dataset._variant_tensor)
 
 
 def _from_a_cell(frame: Any) -> bool:
@@ -165,7 +197,8 @@ def split_cell_loops() -> None:
                 if share is not None and splittable(self):
                     _cell.split = True
                     _note_unseeded(self, share[0])
-                    return original(share_of(self, *share))
+                    with _colocated(self):
+                        return share_of(self, *share)
             return original(self)
         return __iter__
 
