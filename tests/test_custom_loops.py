@@ -353,3 +353,37 @@ def test_checkpoints_of_a_loop_across_cells_on_every_worker(kernel):
     for worker, out in ((0, first), (1, second)):
         assert out["step"] == 3 and out["restored"] == 5.0, (worker, out)
         assert out["resumed"] == out["after"], (worker, out)
+
+
+def test_keras3_batch_normalization_keeps_one_moving_mean_on_every_worker(kernel):
+    """Each worker normalizes its half of a batch by that half's statistics (as fit does);
+    the moving statistics they write are averaged, so they stay the same on both workers
+    (each wrote its own half's before)."""
+    code = """\
+import keras
+import numpy as np
+keras.utils.set_random_seed(1)
+x = np.random.default_rng(0).normal(size=(256, 8)).astype("float32")
+y = (x.sum(1) > 0).astype("int32")
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16),
+                          keras.layers.BatchNormalization(), keras.layers.Dense(2)])
+optimizer = keras.optimizers.Adam(1e-2)
+loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+@tf.function
+def train_step(xb, yb):
+    with tf.GradientTape() as tape:
+        loss = loss_fn(yb, model(xb, training=True))
+    grads = tape.gradient(loss, model.trainable_weights)
+    optimizer.apply_gradients(zip(grads, model.trainable_weights))
+
+for xb, yb in ds:
+    train_step(xb, yb)
+_out = {"weights": [w.tolist() for w in model.get_weights()],
+        "moving_mean": model.layers[1].moving_mean.numpy().tolist()}
+"""
+    (first, second), _ = run_cell(kernel, code)
+    assert first["moving_mean"] == second["moving_mean"]
+    assert any(value != 0.0 for value in first["moving_mean"])
+    assert first["weights"] == second["weights"]

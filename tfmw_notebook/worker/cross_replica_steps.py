@@ -22,7 +22,9 @@ with the workers kept in step:
   Keras 3 would also divide it by the number of replicas, meant for `strategy.run`);
 - a metric's state update in a step adds this worker's part to its own copy; reading the
   metric then sums the parts over the workers (as tf.distribute reads it), so its value is
-  the global batch's.
+  the global batch's;
+- a Keras 3 BatchNormalization's moving statistics are averaged over the workers when
+  written (tf-keras keeps them synchronized on read already).
 
 Invariant: each correction acts only in cross-replica context, outside an update, under a
 strategy in multi-worker mode, where the line it corrects failed (or, for Keras 3's loss and
@@ -403,6 +405,37 @@ def numbers_from_distributed_variables() -> None:
         library="tensorflow")
 
 
+def keras3_mean_writes(keras: Any) -> None:
+    """Keras 3: a write outside `strategy.run` to a mean-aggregated variable (BatchNormalization's
+    moving mean and variance: keras3_corrections.mean_moving_statistics) is averaged over the
+    workers first. Each worker computed the statistics of its own rows, and the write goes to
+    its own copy: measured, the moving statistics of a split loop differed between workers."""
+    def variable() -> Any:
+        from keras.src.backend.tensorflow import core
+
+        guarded_patches.method(core.Variable, "assign", "value")
+        return core.Variable
+
+    def wrap(original: Callable) -> Callable:
+        def assign(self, value):
+            import tensorflow as tf
+
+            inner = getattr(self, "_value", None)
+            strategy = multi_worker_cross_replica()
+            if (isinstance(inner, _values().MirroredVariable) and strategy is not None
+                    and inner.aggregation == tf.VariableAggregation.MEAN
+                    and strategy is inner.distribute_strategy):
+                value = mean_over_workers(strategy, [tf.cast(value, inner.dtype)])[0]
+            return original(self, value)
+        return assign
+
+    guarded_patches.patch(
+        "cross_replica_steps.keras3_mean_writes", "keras Variable.assign", variable,
+        lambda cls: _set(cls, "assign", wrap),
+        risk="a Keras 3 BatchNormalization's moving statistics in a training step written for "
+             "one process differ between the workers", library="keras")
+
+
 def install() -> None:
     """After the strategy exists: the TensorFlow corrections now, Keras' when imported."""
     numbers_from_distributed_variables()
@@ -418,3 +451,4 @@ def _keras3_if_three(keras: Any) -> None:
     if str(getattr(keras, "__version__", "")).startswith("3."):
         keras3_unscaled_loss(keras)
         keras3_metric_state(keras)
+        keras3_mean_writes(keras)
