@@ -52,3 +52,22 @@ def test_no_function_or_class_is_too_long():
 def test_every_module_says_what_it_is_for():
     missing = [path for path, tree in _sources() if not ast.get_docstring(tree)]
     assert not missing, missing
+
+
+def test_the_engines_modules_are_named_behind_one_door():
+    """The notebook names the worker modules it starts or calls into in one module,
+    protocol/worker_modules.py; the engine side names the functions a call may reach in one,
+    worker/entry.py (by module, relative to its package). A third module naming
+    `tfmw_notebook.worker...` in a string fails this."""
+    naming = set()
+    for path, tree in _sources():
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and "tfmw_notebook.worker" in node.value and " " not in node.value):
+                naming.add(path)
+    assert naming == {os.path.join("protocol", "worker_modules.py")}, naming
+    entries = {path for path, tree in _sources() for node in ast.walk(tree)
+               if isinstance(node, (ast.Assign, ast.AnnAssign))
+               and "ENTRIES" in ast.unparse(node.targets[0] if isinstance(node, ast.Assign)
+                                            else node.target)}
+    assert entries == {os.path.join("worker", "entry.py")}, entries

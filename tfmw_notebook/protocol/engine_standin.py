@@ -33,7 +33,6 @@ import time
 SOCKET_VARIABLE = "TFMW_FORK_SERVER"     # the fork server's Unix socket, for stand-ins
 LAUNCHER_VARIABLE = "TFMW_LAUNCHED_BY"   # the kernel to end with (protocol/orphan_guard.py)
 STANDIN_VARIABLE = "TFMW_STANDIN_PID"    # set in a forked engine: the launcher's pid for it
-ENGINE_MODULE = "tfmw_notebook.worker.engine_main"
 _RELAYED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
             signal.SIGUSR1, signal.SIGUSR2)
 _CONNECT_SECONDS = 2.0
@@ -137,7 +136,20 @@ def main(argv: list[str]) -> None:
     if asked is not None:
         _mirror(*asked)
     os.environ.pop(SOCKET_VARIABLE, None)
-    os.execv(sys.executable, [sys.executable, "-m", ENGINE_MODULE, *argv])
+    os.execv(sys.executable, [sys.executable, "-m", _engine_module(), *argv])
+
+
+def _engine_module() -> str:
+    """The engine's module, as worker_modules.py (this file's sibling) names it: a stand-in
+    runs as a script (`python -I path`), outside the package, so it loads that file alone."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_modules.py")
+    spec = importlib.util.spec_from_file_location("_tfmw_worker_modules", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return str(module.ENGINE_MAIN)
 
 
 if __name__ == "__main__":

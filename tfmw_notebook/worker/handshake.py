@@ -45,7 +45,7 @@ def free_port(address: str) -> int:
 
 def current_tf_config() -> str | None:
     """TF_CONFIG of this engine if it already is a worker (MWMS cannot be rebuilt)."""
-    shared = sys.modules.get("tfmw_notebook.worker.shared_strategy")
+    shared = sys.modules.get(f"{__package__}.shared_strategy")
     if shared is None or shared.shared_strategy() is None:
         return None
     return os.environ.get("TF_CONFIG")

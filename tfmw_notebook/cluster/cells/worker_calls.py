@@ -14,6 +14,7 @@ from typing import Any
 from ipyparallel import AsyncResult
 
 from ...errors import ClusterSetupError, remote_summary
+from ...protocol import worker_modules
 from ...protocol.run_options import CellOptions, FitState
 from ...worker.entry import call
 from ..launch.engines import EngineGroup
@@ -185,5 +186,4 @@ def diagnose_cell(model: str | None, data: str | None, batch_size: int | None,
                   steps: int) -> str:
     """The cell that times a training step on every worker: it runs as a cell (in the
     strategy's scope, watched like any cell) and calls the worker's entry."""
-    return (f"__import__('tfmw_notebook.worker.entry', fromlist=['call']).call("
-            f"'diagnose_measure', {model!r}, {data!r}, {batch_size!r}, {steps!r})")
+    return worker_modules.entry_call_code("diagnose_measure", model, data, batch_size, steps)

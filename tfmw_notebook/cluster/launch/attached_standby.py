@@ -22,13 +22,14 @@ from collections.abc import Collection
 
 import ipyparallel as ipp
 
+from ...protocol import worker_modules
 from .launched_engines import stop_engine_sets
 from .placement import configured, launcher_name
 from .standby import WarmStandby
 
 _log = logging.getLogger("tfmw_notebook")
 # (__import__: the startup command runs in the engine's namespace; bind nothing there)
-PREIMPORT_COMMAND = "__import__('tfmw_notebook.worker.preimport')"
+PREIMPORT_COMMAND = worker_modules.startup_import(worker_modules.PREIMPORT)
 _WHERE_SECONDS = 5.0   # how long a spare gets to say which host it is on
 
 

@@ -23,6 +23,7 @@ from IPython.core.profiledir import ProfileDir, ProfileDirError
 from IPython.paths import get_ipython_dir
 
 from ...errors import BadArgument, ClusterSetupError
+from ...protocol import worker_modules
 from ...protocol.engine_standin import SOCKET_VARIABLE
 from ...protocol.orphan_guard import launched_by_this_process
 from ...protocol.tempdirs import remove_worker_tempdir
@@ -46,7 +47,7 @@ _CONTROLLER_ARGS = ["--HeartMonitor.period=250", "--HeartMonitor.max_heartmonito
                     "--IPController.use_threads=True"]
 _CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.cluster.launch.controller"]
 # Our engines: ipyparallel's, with TensorFlow's import begun at once (worker/engine_main.py).
-_ENGINE_COMMAND = [sys.executable, "-m", "tfmw_notebook.worker.engine_main"]
+_ENGINE_COMMAND = [sys.executable, "-m", worker_modules.ENGINE_MAIN]
 _PROBE_SECONDS = 3.0   # a connect to the controller that takes longer counts as no answer
 _SIGNAL_SECONDS = 5.0  # how long a nanny on another host gets to confirm a kill
 

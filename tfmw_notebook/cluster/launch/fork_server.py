@@ -17,13 +17,13 @@ import subprocess
 import sys
 import tempfile
 
-from ...protocol import engine_standin
+from ...protocol import engine_standin, worker_modules
 
 _log = logging.getLogger("tfmw_notebook")
 # The engine command while a fork server runs: the stand-in, by path and isolated, so it
 # imports nothing of this package (nor sees its directory's modules on the path).
 STANDIN_COMMAND = [sys.executable, "-I", engine_standin.__file__]
-_SERVER_MODULE = "tfmw_notebook.worker.engine_forkserver"
+_SERVER_MODULE = worker_modules.FORK_SERVER
 # Set to 1 in the notebook's environment: every engine imports TensorFlow itself, as before
 # the fork server (for a library that misbehaves in a forked process).
 OFF_VARIABLE = "TFMW_NO_FORK_SERVER"
