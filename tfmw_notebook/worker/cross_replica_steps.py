@@ -289,18 +289,23 @@ def tf_keras_default_reduction(tf_keras: Any) -> None:
             return self.reduction
         return _get_reduction
 
+    guarded_patches.patch(
+        "cross_replica_steps.tf_keras_default_reduction", "tf_keras Loss._get_reduction",
+        lookup, lambda losses: _set(losses.Loss, "_get_reduction", wrap),
+        risk="a tf-keras loss with the default reduction fails in a training step written "
+             "for one process", library="tf_keras")
+
+
+def tf_keras_apply_as_given(tf_keras: Any) -> None:
+    """tf-keras: an optimizer applied outside `strategy.run` applies the gradients as given:
+    tape.gradient averaged them over the workers already (its own aggregation asks a replica
+    context that does not exist there)."""
     def aggregate(original: Callable) -> Callable:
         def aggregate_gradients(self, grads_and_vars):
             if multi_worker_cross_replica() is None:
                 return original(self, grads_and_vars)
             return list(grads_and_vars)   # averaged by tape.gradient already
         return aggregate_gradients
-
-    guarded_patches.patch(
-        "cross_replica_steps.tf_keras_default_reduction", "tf_keras Loss._get_reduction",
-        lookup, lambda losses: _set(losses.Loss, "_get_reduction", wrap),
-        risk="a tf-keras loss with the default reduction fails in a training step written "
-             "for one process", library="tf_keras")
 
     def optimizer() -> Any:
         from tf_keras.src.optimizers import optimizer as module
@@ -444,6 +449,7 @@ def install() -> None:
     apply_in_cross_replica_context()
     add_to_own_copy()
     when_imported("tf_keras", tf_keras_default_reduction)
+    when_imported("tf_keras", tf_keras_apply_as_given)
     when_imported("keras", _keras3_if_three)
 
 
