@@ -7,9 +7,10 @@
 Each row's virtualenv (under --venvs, default ~/.cache/tfmw-matrix) holds the row's pinned
 TensorFlow, tf-keras, Keras, IPython, ipyparallel and numpy, this package's other
 dependencies and what the smoke needs; it is made once and kept while its requirements stay
-the same (a stamp file holds them), and pip's own cache keeps the wheels, so a second run
-installs nothing. This checkout is not installed there: it reaches the row's Python, its
-kernels and engines through PYTHONPATH, so one virtualenv serves every checkout.
+the same (a stamp file holds them), so a second run installs nothing (a first one downloads
+the row's wheels: about 3 minutes here). This checkout is not installed there: it reaches the
+row's Python, its kernels and engines through PYTHONPATH, so one virtualenv serves every
+checkout.
 
 The smoke, fixed for every row (about 4 minutes on 2 cores): tests/matrix/test_smoke.py (the
 start, the seed tutorial's code, a Keras 3 fit with checkpoints and a killed worker, a
