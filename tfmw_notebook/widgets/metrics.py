@@ -150,16 +150,7 @@ class MetricsStore:
     def _series(self, rank, points_of) -> dict[str, tuple[list[float], list[float]]]:
         """Values at the same x are averaged over workers (rank=None) or taken from one."""
         workers = self._workers.values() if rank is None else [self._workers[rank]]
-        sums: dict[str, dict[float, list[float]]] = {}
-        for worker in workers:
-            for x, values in points_of(worker):
-                for name, value in values.items():
-                    sums.setdefault(name, {}).setdefault(x, []).append(value)
-        series = {}
-        for name, by_x in sums.items():
-            xs = sorted(by_x)
-            series[name] = (xs, [math.fsum(by_x[x]) / len(by_x[x]) for x in xs])
-        return series
+        return _mean_at_each_x(points_of(worker) for worker in workers)
 
     def metric_names(self) -> dict[str, list[str]]:
         """Panel -> metrics drawn in it: {"loss": ["loss", "val_loss"], ...}, first-seen order."""
@@ -199,11 +190,7 @@ class MetricsStore:
     def summary(self) -> dict[str, Any]:
         """epochs, wall_time (s), final metrics, workers; samples and samples_per_second
         when workers sent samples; lost_events and ignored_events when not zero."""
-        epochs = max((len(w.epochs) for w in self._workers.values()), default=0)
-        if not epochs:  # a custom loop: the epochs its reports reached
-            reached = [r["epoch"] for w in self._workers.values() for r in w.reports
-                       if r["epoch"] is not None]
-            epochs = math.ceil(max(reached)) if reached else 0
+        epochs = _epochs_done(self._workers.values())
         first, last = self._first_time, self._last_time
         wall_time = None if first is None or last is None else last - first
         merged = self.epoch_series()
@@ -238,6 +225,33 @@ _HANDLERS = {
     TRAIN_END: WorkerRuns.on_train_end,
     REPORT: WorkerRuns.on_report,
 }
+
+
+def _mean_at_each_x(points: Iterable[Iterable[tuple[float, Mapping[str, float]]]]
+                    ) -> dict[str, tuple[list[float], list[float]]]:
+    """name -> (x, y): for each worker's (x, values) points, the mean of each metric's
+    values at each x, in order of x."""
+    sums: dict[str, dict[float, list[float]]] = {}
+    for worker_points in points:
+        for x, values in worker_points:
+            for name, value in values.items():
+                sums.setdefault(name, {}).setdefault(x, []).append(value)
+    series = {}
+    for name, by_x in sums.items():
+        xs = sorted(by_x)
+        series[name] = (xs, [math.fsum(by_x[x]) / len(by_x[x]) for x in xs])
+    return series
+
+
+def _epochs_done(workers: Iterable[WorkerRuns]) -> int:
+    """The most epochs a worker ended; in a custom loop (no epoch ended), the epochs its
+    reports reached, rounded up."""
+    workers = list(workers)
+    epochs = max((len(w.epochs) for w in workers), default=0)
+    if not epochs:
+        reached = [r["epoch"] for w in workers for r in w.reports if r["epoch"] is not None]
+        epochs = math.ceil(max(reached)) if reached else 0
+    return epochs
 
 
 def _dropped_count(event: Mapping) -> int:
