@@ -55,6 +55,25 @@ def _draw_lines(axes, names, series, epoch_means: bool) -> list[float]:
     return drawn
 
 
+def _draw_panel(axes, panel: str, names: list[str], store: MetricsStore, series,
+                epoch_means: bool) -> None:
+    """One metric panel: its lines (_draw_lines), a log scale where they span decades,
+    its title, an x axis in epochs (steps for reports without epochs), a grid and a legend."""
+    batches, epochs, _ = series
+    drawn = _draw_lines(axes, names, series, epoch_means)
+    if wants_log_scale(drawn):
+        axes.set_yscale("log")
+    axes.set_title(panel)
+    by_epoch = batches or epochs or any(
+        r["epoch"] is not None for rank in store.ranks for r in store.reports(rank))
+    axes.set_xlabel("epoch" if by_epoch else "step")
+    if by_epoch:
+        whole_epoch_ticks(axes)
+    axes.grid(True, alpha=0.3)
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize="small", loc="upper right")   # "best" is slow with many points
+
+
 def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height: float = 3.0,
                       dpi: int = SHOWN_DPI * SCALE) -> bytes:
     """One subplot per metric panel (training and val_ together) as PNG bytes.
@@ -80,18 +99,7 @@ def render_curves_png(store: MetricsStore, width_per_panel: float = 4.0, height:
     epoch_means = store.batch_values_are_epoch_means()
     for index, (panel, names) in enumerate(panels.items()):
         axes = figure.add_subplot(1, len(panels), index + 1)
-        drawn = _draw_lines(axes, names, (batches, epochs, reports), epoch_means)
-        if wants_log_scale(drawn):
-            axes.set_yscale("log")
-        axes.set_title(panel)
-        by_epoch = batches or epochs or any(
-            r["epoch"] is not None for rank in store.ranks for r in store.reports(rank))
-        axes.set_xlabel("epoch" if by_epoch else "step")
-        if by_epoch:
-            whole_epoch_ticks(axes)
-        axes.grid(True, alpha=0.3)
-        if axes.get_legend_handles_labels()[0]:
-            axes.legend(fontsize="small", loc="upper right")   # "best" is slow with many points
+        _draw_panel(axes, panel, names, store, (batches, epochs, reports), epoch_means)
     buffer = io.BytesIO()
     # zlib level 1: at the default level 6 compressing took a quarter of the drawing
     # time, for a PNG a fifth smaller.
