@@ -11,6 +11,7 @@ The default workers run both Keras: `tf.keras` is tf-keras, `import keras` Keras
 import json
 import os
 import random
+import re
 
 import pytest
 
@@ -36,14 +37,15 @@ def data(kind):
     return dict(x=ds.batch(64))       # "epochs": iterated anew (and reshuffled) each epoch
 
 class Kill(K.callbacks.Callback):
-    """Kills rank RANKS[i] once at optimizer step KILLS[i] (a marker file per step)."""
+    """Sends rank RANKS[i] signal SIGNALS[i] once at optimizer step KILLS[i] (a marker
+    file per step)."""
     def on_train_batch_end(self, batch, logs=None):
         step = int(self.model.optimizer.iterations.numpy())
         marker = os.path.join(MARKS, f"killed-{step}")
         if step in KILLS and tfdist.rank == RANKS[KILLS.index(step)] \
                 and not os.path.exists(marker):
             open(marker, "w").close()
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), getattr(signal, SIGNALS[KILLS.index(step)]))
 
 def fit(kind):
     K.utils.set_random_seed(1)
@@ -64,13 +66,14 @@ def kernel(tmp_path_factory):
         yield session
 
 
-def trained(kernel, tmp_path, *, kind, kills=(), keras=2, ranks=None):
+def trained(kernel, tmp_path, *, kind, kills=(), keras=2, ranks=None, signals=None):
     """The fit's result on every worker (they agree) and the cell's output."""
     marks = tmp_path / f"marks-{keras}-{kind}-{'-'.join(map(str, kills)) or 'none'}"
     marks.mkdir()
     ranks = list(ranks) if ranks is not None else [1] * len(kills)
+    signals = list(signals) if signals is not None else ["SIGKILL"] * len(kills)
     kernel.ok(f"%%tfdist\nKERAS = {keras}\nKILLS = {list(kills)!r}\nRANKS = {ranks!r}\n"
-              f"MARKS = {str(marks)!r}\n" + SETUP)
+              f"SIGNALS = {signals!r}\nMARKS = {str(marks)!r}\n" + SETUP)
     out = kernel.execute(f"%%tfdist --max-restarts 3 --backup-every 10 "
                          f"--checkpoint-dir {tmp_path / 'run'}\nresult = fit({kind!r})",
                          timeout=400)
@@ -108,3 +111,25 @@ def test_kills_at_random_steps_and_ranks_end_with_the_undisturbed_weights(kernel
     where = f"seed {seed}: kills at steps {steps} of ranks {ranks}"
     assert "restart 2 of 3" in out.stderr, where
     assert resumed["sha256"] == undisturbed["sha256"], where
+
+
+@pytest.mark.parametrize("keras", [2, 3])
+def test_a_preempted_worker_backs_up_at_its_step_and_the_fit_resumes_there(
+        kernel, tmp_path, keras):
+    """SIGTERM to worker 1 at step 23 (mid-epoch, 3 steps after the periodic backup):
+    every worker backs up at the step they agree on next and the fit resumes there with
+    the undisturbed weights. Before keras_preemption.py the worker ended at once and the
+    fit resumed at step 20, training steps 21-23 again. The check's budget is raised so
+    that it runs about every step: the 50-step fit reaches one after step 23."""
+    kernel.ok("%%tfdist\nfrom tfmw_notebook.worker import keras_preemption\n"
+              "keras_preemption.BUDGET = 1.0")
+    undisturbed, _ = trained(kernel, tmp_path, kind="dataset", keras=keras)
+    resumed, out = trained(kernel, tmp_path, kind="dataset", kills=[23], keras=keras,
+                           signals=["SIGTERM"])
+    assert "worker 1 was asked to stop (SIGTERM" in out.stderr, out.stderr
+    stopped = re.search(r"every worker backed up at step (\d+)", out.stderr)
+    assert stopped and int(stopped[1]) >= 23, out.stderr
+    step = int(stopped[1])
+    assert (f"resumed from the automatic backup: epoch {step // 10 + 1}, step {step}"
+            in out.stdout), out.stdout
+    assert resumed["sha256"] == undisturbed["sha256"]

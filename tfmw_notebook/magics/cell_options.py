@@ -83,7 +83,7 @@ def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None
                                       monitor=args.monitor, mode=args.monitor_mode)
     if args.max_restarts and run_dir is not None:
         backup = BackupPolicy(directory=os.path.join(run_dir, "backup"),
-                              save_freq=args.backup_every)
+                              save_freq=args.backup_every, grace=args.grace)
     options = CellOptions(report=dashboard and not args.no_dashboard,
                           quiet_progress=not args.raw_progress, checkpoint=checkpoint,
                           backup=backup,

@@ -7,6 +7,7 @@ one line with the right usage and no traceback.
 from __future__ import annotations
 
 import argparse
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ from ..cluster.launch.limits import DEFAULT_TIMEOUT
 from ..cluster.runs import tracking as tracking_settings
 from ..cluster.tfcluster import COMMUNICATIONS, DEFAULT_KERAS
 from ..protocol.devices import AUTO
-from ..protocol.run_options import MONITOR_MODES
+from ..protocol.run_options import DEFAULT_GRACE, MONITOR_MODES
 from ..protocol.tfconfig import KERAS_VERSIONS, parse_address_map
 from ..widgets import tensorboard_view
 from . import cell_options
@@ -40,6 +41,7 @@ def _number(convert: Callable[[str], Any], name: str, wanted: str,
 count = _number(int, "a whole number", "a whole number >= 1", lambda value: value >= 1)
 non_negative = _number(int, "a whole number", "0 or more", lambda value: value >= 0)
 seconds = _number(float, "seconds", "seconds > 0", lambda value: value > 0)
+finite_seconds = _number(float, "seconds", "seconds > 0", lambda value: 0 < value < math.inf)
 
 
 # A usage longer than this is cut short in an error (the cell magic's has 30 options).
@@ -317,6 +319,10 @@ def _add_saving_options(saving) -> None:
     saving.add_argument("--backup-every", type=_backup_frequency, default="epoch",
                         metavar="epoch|STEPS",
                         help="how often the automatic backup is written (with --max-restarts)")
+    saving.add_argument("--grace", type=finite_seconds, default=DEFAULT_GRACE, metavar="S",
+                        help="a worker sent SIGTERM (a preemption) mid-fit: every worker backs "
+                             "up at the next agreed step within S seconds, then the cell "
+                             "resumes there (with --max-restarts)")
     saving.add_argument("--resume-from", metavar="latest|PATH", default=None,
                         help="restore this checkpoint before the first fit() and continue "
                              "from its epoch")

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 MONITOR_MODES = ("auto", "min", "max")
+# Under Slurm's default KillWait and a spot VM's notice, both 30 s: room to save and exit.
+DEFAULT_GRACE = 25.0
 
 
 def _invalid(name: str, value: Any, expected: str) -> ValueError:
@@ -64,15 +66,23 @@ class CheckpointPolicy:
 
 @dataclass(frozen=True)
 class BackupPolicy:
-    """A BackupAndRestore per fit, so a restarted cell resumes where its fit was."""
+    """A BackupAndRestore per fit, so a restarted cell resumes where its fit was.
+
+    `grace`: seconds a worker sent SIGTERM (a preemption) waits for the fit's next
+    agreed step boundary, where every worker backs up before the process ends; None
+    ends it at once (the resume is then from the last periodic backup)."""
 
     directory: str
     save_freq: str | int = "epoch"
+    grace: float | None = DEFAULT_GRACE
 
     def __post_init__(self) -> None:
         _path("directory", self.directory)
         if self.save_freq != "epoch":
             _whole("save_freq", self.save_freq, minimum=1)
+        if self.grace is not None and (isinstance(self.grace, bool) or not isinstance(
+                self.grace, (int, float)) or not 0 < self.grace < math.inf):
+            raise _invalid("grace", self.grace, "seconds > 0 or None")
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from . import (
     loop_batches,
     other_strategy_scope,
     package_versions,
+    preemption,
     saved_model_calls,
     shared_directories,
     shared_strategy,
@@ -208,13 +209,17 @@ def _fill_namespace(tf: Any, strategy: Any, publisher: EventPublisher, rank: int
 
 def _stop_on_sigterm() -> None:
     """Exit at once on SIGTERM: TF's threads otherwise keep a stopping engine
-    alive until its launcher's SIGKILL, seconds later."""
+    alive until its launcher's SIGKILL, seconds later. A fit that backs up on a
+    preemption gets its grace period first (preemption.py)."""
     import signal
     import threading
 
-    def stop(signum, frame):
+    def exit_now():
         remove_worker_tempdir(os.getpid(), _tempdir.path)   # os._exit skips atexit
         os._exit(0)
+
+    def stop(signum, frame):
+        preemption.on_sigterm(exit_now)
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, stop)

@@ -2,12 +2,12 @@
 
 Each callback's logic is a plain class in a module of its own (keras_reporting.py,
 keras_checkpoint_saver.py, keras_resume_notice.py, keras_resume_point.py, keras_run_record.py,
-keras_trial_monitor.py); `keras_callbacks(keras)` puts it on the `Callback` class of the Keras
-the model belongs to. On the default workers `tf.keras` is tf-keras while `import keras` gives
-Keras 3, and both fit in one cluster: each gets callbacks of its own Keras (a callback of one
-Keras is not driven by the other's fit). Those modules are imported only here, the first time
-a cell's call needs one, so importing any other worker module never imports TensorFlow
-(tests/test_worker_entry.py).
+keras_trial_monitor.py, keras_preemption.py); `keras_callbacks(keras)` puts it on the
+`Callback` class of the Keras the model belongs to. On the default workers `tf.keras` is
+tf-keras while `import keras` gives Keras 3, and both fit in one cluster: each gets callbacks
+of its own Keras (a callback of one Keras is not driven by the other's fit). Those modules
+are imported only here, the first time a cell's call needs one, so importing any other
+worker module never imports TensorFlow (tests/test_worker_entry.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from .keras_checkpoint_saver import CheckpointSaver
+    from .keras_preemption import PreemptionSave
     from .keras_reporting import KerasReportingCallback
     from .keras_resume_notice import ResumeNotice
     from .keras_resume_point import ResumePoint
@@ -39,11 +40,13 @@ class KerasCallbacks(NamedTuple):
     run_recorder: type[RunRecorder]
     trial_monitor: type[TrialMonitorCallback]
     resume_point: type[ResumePoint]
+    preemption_save: type[PreemptionSave]
 
 
 def callback_logic() -> KerasCallbacks:
     """The callbacks' logic classes (no Keras base): what `isinstance` checks against."""
     from .keras_checkpoint_saver import CheckpointSaver
+    from .keras_preemption import PreemptionSave
     from .keras_reporting import KerasReportingCallback
     from .keras_resume_notice import ResumeNotice
     from .keras_resume_point import ResumePoint
@@ -51,7 +54,7 @@ def callback_logic() -> KerasCallbacks:
     from .keras_trial_monitor import TrialMonitorCallback
 
     return KerasCallbacks(KerasReportingCallback, CheckpointSaver, ResumeNotice, RunRecorder,
-                          TrialMonitorCallback, ResumePoint)
+                          TrialMonitorCallback, ResumePoint, PreemptionSave)
 
 
 def keras_callbacks(keras: Any = None) -> KerasCallbacks:

@@ -33,6 +33,7 @@ from . import (
     input_release,
     keras_flavour,
     other_strategy_scope,
+    preemption,
     run_facts,
     sharded_fit,
     tensorboard_logs,
@@ -208,7 +209,8 @@ def _around_outermost(model, args: tuple, kwargs: dict, positions: dict, trainin
         stack.enter_context(input_release.deferred())
         stack.enter_context(tensorboard_logs.chief_only_logs(
             _callbacks(args, kwargs, positions), is_chief=_worker.is_chief))
-        if training:
+        if training:   # a SIGTERM after this fit ends the process at once again
+            stack.callback(preemption.disarm)
             stack.enter_context(input_position.watching(
                 model, _argument("initial_epoch", args, kwargs, positions),
                 _argument("x", args, kwargs, positions)))
@@ -316,9 +318,14 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
                                        for c in _callbacks(args, kwargs, positions)):
         extra.append(keras.callbacks.TensorBoard(log_dir=options.tensorboard))
     if options.backup is not None:
-        extra.append(_backup(model, options.backup))
+        backup = _backup(model, options.backup)
+        extra.append(backup)
         extra.append(ours.resume_point())   # after the backup loaded: Keras 3 at its step
         extra.append(ours.resume_notice(is_chief=_worker.is_chief))
+        if options.backup.grace is not None:   # a SIGTERM backs up at the next agreed step
+            extra.append(ours.preemption_save(
+                backup, grace=options.backup.grace, rank=_worker.rank,
+                world_size=_worker.world_size))
     if _cell.policy is not None:
         extra.append(ours.checkpoint_saver(
             policy=_cell.policy, rank=_worker.rank, is_chief=_worker.is_chief,
