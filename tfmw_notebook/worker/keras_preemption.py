@@ -2,11 +2,12 @@
 
 A worker sent SIGTERM (preemption.py) cannot save alone: its peers are in the same step's
 all-reduce, and a backup of one worker at step n and another at n+1 cannot be resumed.
-So every `CHECK_EVERY` batches all workers sum one flag per worker (one small all-reduce,
-traced once); when any flag is set, each backs up through the fit's own BackupAndRestore
-at that same batch, they meet once more (every backup is on disk), and the fit raises
-AbortedError, which the notebook counts as retryable: `--max-restarts` restarts the
-workers and the fit resumes from that backup, its input at that batch (input_position.py).
+So every few batches (their number agreed at each check: BUDGET below) all workers sum one
+flag per worker (one small all-reduce, traced once); when any flag is set, each backs up
+through the fit's own BackupAndRestore at that same batch, they meet once more (every
+backup is on disk), and the fit raises AbortedError, which the notebook counts as
+retryable: `--max-restarts` restarts the workers and the fit resumes from that backup, its
+input at that batch (input_position.py).
 Cost: benchmarks/preemption_check.py.
 
 The callback's logic; keras_callbacks.py puts it on the Callback class of the model's Keras.
