@@ -15,7 +15,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import ipyparallel as ipp
 from ipyparallel.cluster.launcher import SSHLauncher, ipengine_cmd_argv
@@ -135,21 +135,7 @@ class EngineGroup:
                               send_engines_connection_env=False, **kwargs)
         forks = _fork_server(cluster, network, engine_kwargs) if environment is not None \
             else None
-        try:
-            # Engines first: their interpreter and TensorFlow start while the
-            # controller comes up, instead of after it.
-            cluster.start_engines_sync(n, **engine_kwargs)
-            cluster.start_controller_sync(controller_cmd=_CONTROLLER_COMMAND,
-                                          environment=launched_by_this_process())
-            client = cluster.connect_client_sync()
-        except KeyboardInterrupt:
-            _quietly(cluster.stop_cluster_sync)
-            _close(network, forks)
-            raise
-        except Exception as exc:
-            _quietly(cluster.stop_cluster_sync)
-            _close(network, forks)
-            raise ClusterSetupError(f"could not start ipyparallel engines: {exc}") from exc
+        client = _start_engines_then_controller(cluster, n, engine_kwargs, network, forks)
         group = cls(client, cluster, owned=True)
         group._engine_kwargs = engine_kwargs
         group._engine_argv = engine_argv
@@ -173,14 +159,7 @@ class EngineGroup:
         client, cluster = _attached_client(profile, cluster_id, url_file, timeout)
         group = cls(client, cluster, owned=False)
         group.url_file = os.path.abspath(url_file) if url_file else None
-        deadline = time.monotonic() + timeout
-        if n is None:
-            group.ids = sorted(client.ids)
-            if not group.ids:
-                group.ids = group._wait_for_new_engines(1, deadline)
-                group.ids = sorted(client.ids)
-        else:
-            group.ids = group._wait_for_new_engines(n, deadline)
+        group.ids = _attached_workers(group, n, time.monotonic() + timeout)
         if standby:
             try:
                 _keep_spares(group, standby, spare_environment or {})
@@ -196,11 +175,7 @@ class EngineGroup:
 
     def controller_address(self) -> tuple[str, int | None]:
         """Host and registration port of the controller, as the client reaches it."""
-        url = getattr(self.client, "_config", {}).get("registration", "") or ""
-        host, _, port = url.rsplit("//", 1)[-1].rpartition(":")
-        if not host:
-            return "127.0.0.1", None
-        return host.strip("[]"), int(port) if port.isdigit() else None
+        return _host_and_port(getattr(self.client, "_config", {}).get("registration", "") or "")
 
     def controller_address_for_engines(self) -> tuple[str, int | None]:
         """How the engines reach the controller: (host, port), or (path, None) for the
@@ -227,25 +202,15 @@ class EngineGroup:
                               launched: Collection[str] = frozenset()) -> list[int]:
         """Ids of `n` engines new to this group. `launched`: the engine sets we just
         started; one whose process ends before it registers fails the wait at once."""
-        known = set(self.ids) | self._retired.ids()
-        # An engine started by mpiexec asks for its MPI rank as its id: once the engines
-        # of the job before have left the hub, the new ones get the same ids. New is
-        # therefore an id we do not know, or one that now names another engine.
-        seen = {self._engine_uuid(engine_id) for engine_id in known} - {None}
+        new_engines = _new_engines_finder(self)
         while True:
-            fresh = sorted(engine_id for engine_id in self.registered()
-                           if engine_id not in known or self._engine_uuid(engine_id) not in seen)
+            fresh = new_engines()
             if len(fresh) >= n:
                 # The newest (ids grow): engines of a job just cancelled stay registered
                 # until the hub's heartbeat notices (~30 s on a controller a user started).
                 return fresh[-n:]
             if launched:
-                ended = ended_engines(self.cluster, launched)
-                if ended:
-                    raise ClusterSetupError(
-                        f"{len(ended)} of {n} engines ended before they registered; the last "
-                        f"line of one's log: {next(iter(ended.values()))!r} (the engines' "
-                        f"logs are in {_log_dir(self)})")
+                _fail_if_launched_ended(self, launched, n)
             if time.monotonic() > deadline:
                 raise ClusterSetupError(
                     f"only {len(fresh)} of {n} engines registered in time; "
@@ -290,28 +255,10 @@ class EngineGroup:
         self.ids = []
         deadline = time.monotonic() + timeout
         reopen = self.network is not None and not self.network.is_open()
-        spares = self.standby
-        _forget_unreachable(cluster, unreachable)
-        if spares is not None:
-            spares.stale |= reopen   # spares in the old network went with it
-            self._retired.add(spares.end_old(self.registered(), self._taken(), unreachable))
-        else:
-            stop_engine_sets(cluster)
+        _end_old_engines(self, cluster, unreachable, reopen)
         try:
-            if self.network is not None and reopen:
-                self.network.reopen()   # its keeper was killed: a new private network
-                self._engine_kwargs["engine_cmd"] = (self.network.command_prefix()
-                                                     + self._engine_argv)
-            _renew_forks(self, reopen)
-            needed, coming = n, 0
-            if spares is not None:
-                self.ids = spares.take(n, self.registered(), self._taken())
-                needed = n - len(self.ids)
-                coming = spares.claim_coming(needed, self.registered(), self._taken())
-            old_sets = set(cluster.engines)
-            if needed > coming:
-                cluster.start_engines_sync(needed - coming,
-                                           **self._engine_kwargs, **placed(cluster, place))
+            _renew_launch_path(self, reopen)
+            needed, old_sets = _launch_missing(self, cluster, n, place)
         except Exception as exc:  # the launcher's own failure: say whose it is
             raise ClusterSetupError(
                 f"ipyparallel's {launcher_name(cluster)} could not start engines again "
@@ -341,6 +288,117 @@ class EngineGroup:
         _close(self.network, self.forks)
         self.network, self.forks = None, None
         self.ids = []
+
+
+def _host_and_port(url: str) -> tuple[str, int | None]:
+    """('host', port) of a zmq url such as 'tcp://[::1]:5555'; ('127.0.0.1', None)
+    where it names no host, the port None where it names none."""
+    host, _, port = url.rsplit("//", 1)[-1].rpartition(":")
+    if not host:
+        return "127.0.0.1", None
+    return host.strip("[]"), int(port) if port.isdigit() else None
+
+
+def _start_engines_then_controller(cluster: ipp.Cluster, n: int, engine_kwargs: dict,
+                                   network: PrivateNetwork | None,
+                                   forks: ForkServer | None) -> ipp.Client:
+    """Start `n` engines, then the controller, and connect a client to it. Engines first:
+    their interpreter and TensorFlow start while the controller comes up, instead of after
+    it. Where any of it fails, what started is stopped and `network` and `forks` closed."""
+    try:
+        cluster.start_engines_sync(n, **engine_kwargs)
+        cluster.start_controller_sync(controller_cmd=_CONTROLLER_COMMAND,
+                                      environment=launched_by_this_process())
+        return cluster.connect_client_sync()
+    except KeyboardInterrupt:
+        _quietly(cluster.stop_cluster_sync)
+        _close(network, forks)
+        raise
+    except Exception as exc:
+        _quietly(cluster.stop_cluster_sync)
+        _close(network, forks)
+        raise ClusterSetupError(f"could not start ipyparallel engines: {exc}") from exc
+
+
+def _attached_workers(group: EngineGroup, n: int | None, deadline: float) -> list[int]:
+    """The engines an attached `group` takes as its workers: `n` new ones, or (`n` None)
+    every engine registered, waiting for a first one where there is none yet."""
+    if n is not None:
+        return group._wait_for_new_engines(n, deadline)
+    ids = sorted(group.client.ids)
+    if not ids:
+        group._wait_for_new_engines(1, deadline)
+        ids = sorted(group.client.ids)
+    return ids
+
+
+def _new_engines_finder(group: EngineGroup) -> Callable[[], list[int]]:
+    """A function listing the registered engines new to `group` now, by id.
+
+    An engine started by mpiexec asks for its MPI rank as its id: once the engines of
+    the job before have left the hub, the new ones get the same ids. New is therefore an
+    id the group does not know (its workers and retired engines when asked), or one that
+    now names another engine."""
+    known = set(group.ids) | group._retired.ids()
+    seen = {group._engine_uuid(engine_id) for engine_id in known} - {None}
+
+    def new_engines() -> list[int]:
+        return sorted(engine_id for engine_id in group.registered()
+                      if engine_id not in known or group._engine_uuid(engine_id) not in seen)
+    return new_engines
+
+
+def _fail_if_launched_ended(group: EngineGroup, launched: Collection[str], n: int) -> None:
+    """ClusterSetupError, at once, where a process of the engine sets `group` just
+    `launched` ended before it registered: waiting for it could only time out."""
+    ended = ended_engines(group.cluster, launched)
+    if ended:
+        raise ClusterSetupError(
+            f"{len(ended)} of {n} engines ended before they registered; the last "
+            f"line of one's log: {next(iter(ended.values()))!r} (the engines' "
+            f"logs are in {_log_dir(group)})")
+
+
+def _end_old_engines(group: EngineGroup, cluster: ipp.Cluster, unreachable: Collection[str],
+                     reopen: bool) -> None:
+    """End the engines a restart of `group` replaces: with spares, the old workers only
+    (standby.py; spares in a network about to be `reopen`ed went with it), else every
+    engine set of `cluster`. Hosts `unreachable` are not asked (_forget_unreachable)."""
+    spares = group.standby
+    _forget_unreachable(cluster, unreachable)
+    if spares is not None:
+        spares.stale |= reopen   # spares in the old network went with it
+        group._retired.add(spares.end_old(group.registered(), group._taken(), unreachable))
+    else:
+        stop_engine_sets(cluster)
+
+
+def _renew_launch_path(group: EngineGroup, reopen: bool) -> None:
+    """What the engines `group` starts next run in: a new private network where its keeper
+    was killed (`reopen`), and a fork server that fits (_renew_forks)."""
+    if group.network is not None and reopen:
+        group.network.reopen()   # its keeper was killed: a new private network
+        group._engine_kwargs["engine_cmd"] = (group.network.command_prefix()
+                                              + group._engine_argv)
+    _renew_forks(group, reopen)
+
+
+def _launch_missing(group: EngineGroup, cluster: ipp.Cluster, n: int,
+                    place: dict[str, int] | None) -> tuple[int, set[str]]:
+    """`n` workers for `group`, spares first: those up are its workers at once, those
+    still coming are claimed, and the launcher starts the rest (placed by `place`).
+    Returns how many workers are still to register, and the engine sets before the launch."""
+    spares = group.standby
+    needed, coming = n, 0
+    if spares is not None:
+        group.ids = spares.take(n, group.registered(), group._taken())
+        needed = n - len(group.ids)
+        coming = spares.claim_coming(needed, group.registered(), group._taken())
+    old_sets = set(cluster.engines)
+    if needed > coming:
+        cluster.start_engines_sync(needed - coming,
+                                   **group._engine_kwargs, **placed(cluster, place))
+    return needed, old_sets
 
 
 def _reloaded(cluster: ipp.Cluster) -> ipp.Cluster:
