@@ -218,17 +218,7 @@ def check_shared(run_dir: str, *, rank: int, world_size: int) -> None:
         return
     from . import collectives
 
-    marker = None
-    token = 0
-    if rank == 0:
-        # Exact in the float32 all-reduce. Drawn from the system, not `random`'s global
-        # generator: that is the user's (`keras.utils.set_random_seed` seeds it, and
-        # Keras 3 draws its unseeded initializers' seeds from it), and a chief-only draw
-        # made the chief's next model start apart from one process's.
-        token = _TOKENS.randrange(1, 1 << 24)
-        marker = os.path.join(run_dir, f".tfmw-shared-check-{token}")
-        with open(marker, "w"):
-            pass
+    token, marker = _leave_marker(run_dir) if rank == 0 else (0, None)
     token = int(collectives.sum_across(float(token)))
     seen = rank == 0 or os.path.exists(os.path.join(run_dir, f".tfmw-shared-check-{token}"))
     # Which ranks do not see it: one bit each (exact in float32 for up to 24 workers).
@@ -239,9 +229,29 @@ def check_shared(run_dir: str, *, rank: int, world_size: int) -> None:
     if not missing:
         _shared_dirs.add(run_dir)
         return
+    raise _not_shared(run_dir, missing, world_size, by_bits)
+
+
+def _leave_marker(run_dir: str) -> tuple[int, str]:
+    """The chief's marker: an empty file in `run_dir` named after a random token, which
+    is exact in the float32 all-reduce that announces it. Returns (token, path)."""
+    # Drawn from the system, not `random`'s global generator: that is the user's
+    # (`keras.utils.set_random_seed` seeds it, and Keras 3 draws its unseeded
+    # initializers' seeds from it), and a chief-only draw made the chief's next model
+    # start apart from one process's.
+    token = _TOKENS.randrange(1, 1 << 24)
+    marker = os.path.join(run_dir, f".tfmw-shared-check-{token}")
+    with open(marker, "w"):
+        pass
+    return token, marker
+
+
+def _not_shared(run_dir: str, missing: int, world_size: int, by_bits: bool) -> RunDirNotShared:
+    """The error every worker raises when the ranks `missing` (one bit each if `by_bits`,
+    else their count) do not see `run_dir`."""
     who = (", ".join(str(r) for r in range(world_size) if missing >> r & 1) if by_bits
            else f"{missing} of {world_size}")
-    raise RunDirNotShared(
+    return RunDirNotShared(
         f"workers {who} do not see {run_dir}, where the chief (worker 0) saves checkpoints "
         "(`%tfdist status` shows their hosts): put checkpoints on storage every host mounts "
         "at the same path (`--checkpoint-dir /shared/path`), or pass --no-checkpoint")
