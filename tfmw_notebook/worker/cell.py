@@ -75,12 +75,22 @@ def run_cell(source: str, filename: str, display_rank: int | None, options: Cell
         background_writes.wait_after_error()
         raise
     finally:
-        guarded_patches.emit_report(is_chief=keras_hooks.worker_rank() == 0)  # skipped fixes
-        background_writes.tell_with(None)
-        chief_writes.cleanup()   # the other workers' copies of what the cell saved
-        output_sent.wait_for_output_sent()
-        controller_watch.watch_on_after_cell()   # a controller lost during the cell
+        _after_cell()
+    return _outcome(shell, namespace, value, display_rank)
 
+
+def _after_cell() -> None:
+    """What every cell's end does, whether it ran through or failed."""
+    guarded_patches.emit_report(is_chief=keras_hooks.worker_rank() == 0)  # skipped fixes
+    background_writes.tell_with(None)
+    chief_writes.cleanup()   # the other workers' copies of what the cell saved
+    output_sent.wait_for_output_sent()
+    controller_watch.watch_on_after_cell()   # a controller lost during the cell
+
+
+def _outcome(shell, namespace: dict, value: Any, display_rank: int | None) -> dict[str, Any]:
+    """What run_cell returns (see there); a last value other than None also becomes `_`
+    in the cell's `namespace`, as in IPython."""
     outcome: dict[str, Any] = {"display": None, "fits": keras_hooks.fit_records(),
                                "runs": keras_hooks.run_records()}
     if value is None:
