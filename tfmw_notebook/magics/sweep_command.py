@@ -32,18 +32,7 @@ def is_sweep(args) -> bool:
 
 def run_sweep(command, args, cell: str) -> SweepResult:
     """Run the sweep `args` ask for; `command` is the CellCommand (its `_run_cell`)."""
-    if not args.sweep:
-        given = next(name for name in SWEEP_ONLY if getattr(args, name) is not None)
-        raise UsageError(f"--{given} belongs to a sweep: add --sweep NAME=V1,V2,... "
-                         "(or drop it)")
-    if not cell.strip():
-        raise UsageError("the %%tfdist cell is empty: write the code each trial runs below "
-                         "the %%tfdist line")
-    try:
-        plan = SweepPlan.make(args.sweep, trials=args.trials, seed=args.seed,
-                              prune=args.prune, monitor=args.monitor, mode=args.monitor_mode)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    plan = _checked_plan(args, cell)
     cluster = command._require_cluster()
     if args.resume_from is None and command.session.resume_next:
         # The picker's "resume from" holds for every trial, not only the first.
@@ -75,6 +64,23 @@ def run_sweep(command, args, cell: str) -> SweepResult:
     result = runner.run()
     _show(table, result, footer=result.summary())
     return result
+
+
+def _checked_plan(args, cell: str) -> SweepPlan:
+    """The sweep's plan; a UsageError for a sweep's option without --sweep, an empty cell,
+    or values the plan refuses."""
+    if not args.sweep:
+        given = next(name for name in SWEEP_ONLY if getattr(args, name) is not None)
+        raise UsageError(f"--{given} belongs to a sweep: add --sweep NAME=V1,V2,... "
+                         "(or drop it)")
+    if not cell.strip():
+        raise UsageError("the %%tfdist cell is empty: write the code each trial runs below "
+                         "the %%tfdist line")
+    try:
+        return SweepPlan.make(args.sweep, trials=args.trials, seed=args.seed,
+                              prune=args.prune, monitor=args.monitor, mode=args.monitor_mode)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _tell(*lines: str) -> None:
