@@ -56,12 +56,7 @@ class CellCommand(CommandBase):
             self._guarded(lambda: cluster.shard(sharded))
         if pushed:
             self._guarded(lambda: cluster.push(pushed))
-        live = None
-        if options.report:
-            from ..widgets.live import LiveRun
-
-            live = LiveRun(widgets=getattr(self.shell, "kernel", None) is not None,
-                           host_of=lambda rank: host_of_rank(cluster, rank))
+        live = _live_run(self.shell, cluster) if options.report else None
         runs = CellRuns(root=_runs_root(), run_dir=run_dir, name=name, source=cell,
                         sweep=dict(sweep or {}), resumed=options.resume_from is not None,
                         capture=FitCapture(live.on_data if live is not None else None),
@@ -228,6 +223,15 @@ def _is_serialization_error(exc: BaseException) -> bool:
 def _runs_root() -> str:
     """Where run records live: ./tfdist_checkpoints of the notebook's directory."""
     return os.path.abspath(checkpoints.DEFAULT_ROOT)
+
+
+def _live_run(shell, cluster: TFCluster):
+    """The cell's live view of its workers' training: the dashboard's widgets where
+    `shell` has a kernel, text elsewhere (widgets/live.py)."""
+    from ..widgets.live import LiveRun
+
+    return LiveRun(widgets=getattr(shell, "kernel", None) is not None,
+                   host_of=lambda rank: host_of_rank(cluster, rank))
 
 
 def host_of_rank(cluster: TFCluster, rank: int) -> str:
