@@ -95,19 +95,8 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
     _set_environment(settings["env"])
     keras = settings.get("keras", 2)
     check_packages(keras)
-
-    # The strategy sets up the devices: TF's C++ start-up lines end there.
-    # Engines started by others (attached) import TensorFlow here, for the first time.
-    deferred_imports.install()
-    with startup_log.quiet_startup():
-        import tensorflow as tf
-
-        _check_gpus(devices_before, settings["env"].get("CUDA_VISIBLE_DEVICES"))
-        # MWMS logs every all-reduce it builds at INFO; N workers would repeat it.
-        tf.get_logger().setLevel("WARNING")
-        # TF's thread pools stay at their defaults: dividing the cores among co-located
-        # workers was measured no faster and less steady (benchmarks/, --threads-experiment).
-        strategy = _make_strategy(tf, settings.get("communication", "auto"))
+    tf, strategy = _start_tensorflow(devices_before, settings["env"].get("CUDA_VISIBLE_DEVICES"),
+                                     settings.get("communication", "auto"))
     keras_flavour.prepare(keras)
     _correct_third_party_code(settings["rank"])
     _stop_on_sigterm()
@@ -122,6 +111,25 @@ def bootstrap(settings: dict[str, Any]) -> dict[str, Any]:
         "replicas": strategy.num_replicas_in_sync,
         "seconds": time.perf_counter() - started,
     }
+
+
+def _start_tensorflow(devices_before: str | None, devices_wanted: str | None,
+                      communication: str) -> tuple[Any, Any]:
+    """TensorFlow imported, with the GPUs assigned still within its reach, and the one
+    strategy made: (tf, strategy). TensorFlow's C++ start-up lines are kept quiet until
+    the strategy has set up the devices, where they end."""
+    # Engines started by others (attached) import TensorFlow here, for the first time.
+    deferred_imports.install()
+    with startup_log.quiet_startup():
+        import tensorflow as tf
+
+        _check_gpus(devices_before, devices_wanted)
+        # MWMS logs every all-reduce it builds at INFO; N workers would repeat it.
+        tf.get_logger().setLevel("WARNING")
+        # TF's thread pools stay at their defaults: dividing the cores among co-located
+        # workers was measured no faster and less steady (benchmarks/, --threads-experiment).
+        strategy = _make_strategy(tf, communication)
+    return tf, strategy
 
 
 def versions() -> dict[str, str]:
