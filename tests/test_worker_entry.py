@@ -10,7 +10,6 @@ its environment for TensorFlow is in place).
 import ast
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -91,10 +90,11 @@ def called_entries() -> list[str]:
                   and isinstance(args[0], ast.Name) and args[0].id == "call"
                   and _string(args[1])):
                 names.append(_string(args[1]))
-        elif isinstance(node, ast.FunctionDef) and node.name == "diagnose_cell":
-            # The cell's text calls the entry: `....call('diagnose_measure', ...)`.
-            text = "".join(piece for piece in map(_string, ast.walk(node)) if piece)
-            names.extend(re.findall(r"\.call\(\s*'(\w+)'", text))
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "entry_call_code" and node.args
+                and _string(node.args[0])):
+            # A cell's text that calls the entry (diagnose_cell): worker_modules.py writes it.
+            names.append(_string(node.args[0]))
     return names
 
 
