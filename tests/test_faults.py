@@ -249,7 +249,7 @@ def test_a_worker_stuck_in_its_own_code_is_named_and_stall_timeout_stops_the_cel
 SLOW_TRACE = '''
 class SlowToTrace(tf.keras.layers.Layer):
     def call(self, x):
-        for _ in range(2000):          # unrolled: a trace of 8.5 s on a quiet machine (1000 gave 1.9 s there)
+        for _ in range(2000):   # unrolled: a trace of 8.5 s on a quiet machine (1000: 1.9 s)
             x = x * 1.0 + 0.0
         return x
 
