@@ -9,10 +9,12 @@ step, a trace or a collective is inside TensorFlow; a stuck callback is not.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import sysconfig
 import threading
+from types import FrameType
 
 from ..protocol.events import FRAMEWORK
 
@@ -25,7 +27,7 @@ _STDLIB = sysconfig.get_paths()["stdlib"] + os.sep
 def main_thread_whereabouts() -> str:
     """FRAMEWORK, or 'file:line in function' of the user's code the main thread is in."""
     main = threading.main_thread().ident    # None only for a thread not yet started
-    frame = sys._current_frames().get(main) if main is not None else None
+    frame = current_frames().get(main) if main is not None else None
     while frame is not None:
         filename = frame.f_code.co_filename
         if _in_stdlib(filename):
@@ -35,6 +37,28 @@ def main_thread_whereabouts() -> str:
             return FRAMEWORK
         return f"{filename}:{frame.f_lineno} in {frame.f_code.co_name}"
     return FRAMEWORK
+
+
+def current_frames() -> dict[int, FrameType]:
+    """sys._current_frames(), with no garbage collection inside it before Python 3.12.
+
+    Up to 3.11 it holds the interpreter's thread-list lock while it makes frame objects,
+    and a collection those allocations start can free a `threading.local` (TensorFlow's
+    graphs hold one), whose freeing takes that lock again: the heartbeat thread then waits
+    on itself forever, holding the GIL, and the whole worker stops while its peers wait in
+    an all-reduce (CPython gh-106883; seen as a fit that never ended, py-spy showing the
+    heartbeat in gc_collect_main under sys._current_frames). 3.12 collects only between
+    bytecodes. The collection is put off, not skipped: the next allocation after it runs.
+    """
+    if sys.version_info >= (3, 12):
+        return sys._current_frames()
+    enabled = gc.isenabled()   # left off if the user turned it off
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _in_stdlib(filename: str) -> bool:
