@@ -3,6 +3,8 @@ reported as the cell's failure, however its end falls between the watch's looks.
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 
 import pytest
@@ -11,6 +13,8 @@ from tfmw_notebook.cluster.cells.run_settings import RunSettings
 from tfmw_notebook.cluster.cells.worker_calls import WorkerCalls
 from tfmw_notebook.cluster.launch.limits import POLL_SECONDS
 from tfmw_notebook.errors import WorkerFailed
+from tfmw_notebook.protocol.events import ALIVE_KEY, FRAMEWORK, WHERE_KEY
+from tfmw_notebook.protocol.run_options import StallLimits
 from tfmw_notebook.protocol.tfconfig import EngineReport
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
@@ -113,3 +117,63 @@ def test_an_engine_that_left_the_hub_is_named_within_a_few_looks():
         watch._watch(futures, None, None)
     assert failed.value.failure.rank == 1 and "died" in failed.value.failure.summary
     assert time.monotonic() - began < 5 * POLL_SECONDS
+
+
+class WaitingRank(RankFuture):
+    """A rank waiting inside TensorFlow: its heartbeat says so at each of the watch's waits."""
+
+    def __init__(self, data: dict):
+        super().__init__()
+        self.data = data
+
+    def wait(self, timeout: float) -> bool:
+        time.sleep(timeout)
+        self.data[ALIVE_KEY] = self.data.get(ALIVE_KEY, 0) + 1
+        self.data[WHERE_KEY] = FRAMEWORK
+        return False
+
+
+class AnsweringController(Controller):
+    def controller_answers(self) -> bool:
+        return True
+
+
+def test_a_rank_silent_while_its_process_runs_and_the_others_wait_is_taken_for_hung():
+    # Rank 1 never beats, yet its process runs (this one's: the probe reads its /proc entry):
+    # busy, vouched for at every look. With rank 0 waiting for it, the cell ends at `hung`
+    # seconds, as a lost worker, instead of waiting forever (seen: still running at 300 s).
+    futures = [WaitingRank({}), RankFuture()]
+    workers = [EngineReport(engine_id=rank, host=socket.gethostname(), address="127.0.0.1",
+                            port=5000 + rank, pid=os.getpid()) for rank in range(2)]
+    settings = RunSettings(stall=StallLimits(warning=None, hung=1.0))
+    watch = CellWatch(calls=WorkerCalls(AnsweringController([0, 1], lambda: None), timeout=5),
+                      workers=workers, settings=settings, error_grace=5, silence=0.3)
+    watch._published = [{"stdout": "", "stderr": "", "data": futures[0].data},
+                        {"stdout": "", "stderr": "", "data": {}}]
+    began = time.monotonic()
+    with pytest.raises(WorkerFailed) as failed:
+        watch._watch(futures, None, None)
+    failure = failed.value.failure
+    assert failure.kind == "lost" and failure.rank == 1 and failure.retryable
+    assert "heartbeat silent while its process runs" in failure.summary
+    assert "taken for hung after 1 s" in failure.summary
+    assert 1.0 <= time.monotonic() - began < 10.0
+
+
+def test_stall_timeout_set_governs_a_silent_rank_too():
+    assert StallLimits().hung == 180.0
+    with pytest.raises(ValueError, match="Invalid value for argument `hung`"):
+        StallLimits(hung=0)
+    futures = [WaitingRank({}), RankFuture()]
+    workers = [EngineReport(engine_id=rank, host=socket.gethostname(), address="127.0.0.1",
+                            port=5000 + rank, pid=os.getpid()) for rank in range(2)]
+    # A user who chose a stall timeout chose how long any stall may last, a silent one too.
+    settings = RunSettings(stall=StallLimits(warning=None, timeout=1.5, hung=0.5))
+    watch = CellWatch(calls=WorkerCalls(AnsweringController([0, 1], lambda: None), timeout=5),
+                      workers=workers, settings=settings, error_grace=5, silence=0.3)
+    watch._published = [{"stdout": "", "stderr": "", "data": futures[0].data},
+                        {"stdout": "", "stderr": "", "data": {}}]
+    with pytest.raises(WorkerFailed) as failed:
+        watch._watch(futures, None, None)
+    assert failed.value.failure.kind == "timeout" and failed.value.failure.rank == 1
+    assert "StallLimits(timeout=1.5)" in failed.value.failure.summary

@@ -274,6 +274,51 @@ def test_a_slow_first_step_is_not_a_stall(kernel):
     print(f"slow first step {seconds:.1f} s, no stall warning")
 
 
+# Rank 1 never gives the GIL back (libc's sleep through ctypes.PyDLL keeps it) while rank 0
+# waits for it in an all-reduce: its heartbeat is silent, its process runs.
+HUNG_WHILE_RANK_0_WAITS = """\
+import ctypes
+if tfdist.rank == 1:
+    ctypes.PyDLL(None).sleep(3600)
+strategy.reduce("SUM", strategy.run(lambda: tf.constant(1.0)), axis=None)
+"""
+
+RUN_WITH_HUNG_LIMIT = """\
+import time
+from tfmw_notebook.magics.session import active_cluster
+from tfmw_notebook.protocol.run_options import StallLimits
+began = time.monotonic()
+try:
+    active_cluster().run({cell!r}, stall=StallLimits(warning=3, hung=10))
+    failed = None
+except Exception as error:
+    failed = error
+print("ended:", type(failed).__name__, round(time.monotonic() - began, 1))
+print(failed)
+"""
+
+
+def test_a_worker_silent_while_the_others_wait_is_taken_for_hung_and_restarted(kernel):
+    """Vouched for as busy at every look, it kept the cell running forever (seen: still
+    running at 300 s); after `StallLimits.hung` seconds the cell fails as a lost worker
+    and fresh workers replace the old ones (the hung one included)."""
+    kernel.ok("%%tfdist\n" + MNIST_SETUP)
+    _, old = worker_processes(kernel)
+    out = kernel.execute(RUN_WITH_HUNG_LIMIT.format(cell=HUNG_WHILE_RANK_0_WAITS), timeout=180)
+
+    assert out.status == "ok", out.error_text + out.stderr
+    ended = next(line for line in out.stdout.splitlines() if line.startswith("ended:"))
+    _, name, seconds = ended.split()
+    assert name == "WorkerFailed", out.stdout + out.stderr
+    assert "worker 1 (pid" in out.stdout and "taken for hung after 10 s" in out.stdout, out.stdout
+    assert "heartbeat silent while its process runs" in out.stdout, out.stdout
+    assert "The workers were restarted" in out.stdout, out.stdout + out.stderr
+    assert 10.0 <= float(seconds) <= 120.0, seconds
+    print(f"hung worker: cell ended after {seconds} s")
+    assert wait_until_gone(old, 10) == []
+    assert_cluster_works(kernel)
+
+
 # Last in this module: the cells these leave behind run 12 s each, and every later restart
 # here would replay them.
 HOLD_THE_GIL = """\

@@ -165,13 +165,17 @@ class CellOptions:
 class StallLimits:
     """A worker stuck in its own code while the others wait for it: after `warning`
     seconds the notebook says which one and where; after `timeout` (if set) the cell
-    fails like a timeout. None turns either off. Watched on the notebook side."""
+    fails like a timeout. A stuck worker whose heartbeat is silent while its process runs
+    (its Python threads cannot run: a call that never gives the GIL back) is taken for hung
+    after `hung` seconds when no `timeout` is set, and the workers are restarted: waiting
+    on it would never end. None turns any of them off. Watched on the notebook side."""
 
     warning: float | None = 60.0
     timeout: float | None = None
+    hung: float | None = 180.0
 
     def __post_init__(self) -> None:
-        for name in ("warning", "timeout"):
+        for name in ("warning", "timeout", "hung"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool)
                                       or not isinstance(value, (int, float)) or value <= 0):

@@ -21,7 +21,7 @@ from ...errors import (
     remote_summary,
     remote_traceback,
 )
-from ...protocol.run_options import FitState
+from ...protocol.run_options import FitState, StallLimits
 from ...protocol.tfconfig import EngineReport
 from ..launch.engines import EngineGroup, is_this_host, pid_alive
 from ..launch.launched_engines import exit_code
@@ -222,19 +222,17 @@ class CellWatch:
 
     def _check_stalls(self, futures) -> None:
         """Name a rank stuck in its own code while others wait (--stall-warning), and end
-        the cell like a timeout when it stays stuck (--stall-timeout)."""
+        the cell when it stays stuck too long (_stall_stop)."""
         limits = self.settings.stall
-        thresholds = [t for t in (limits.warning, limits.timeout) if t is not None]
+        hung = limits.hung if limits.timeout is None else None
+        thresholds = [t for t in (limits.warning, limits.timeout, hung) if t is not None]
         if not thresholds:
             return
         running = [rank for rank, future in enumerate(futures) if not future.done()]
         for rank, seconds, where in self._stalls.stalled(running, min(thresholds)):
-            if limits.timeout is not None and seconds >= limits.timeout:
-                raise _failed(
-                    f"worker {self._describe(rank)} made no progress for {seconds:.0f} s, stuck "
-                    f"{_place(where)} while the others waited "
-                    f"(`StallLimits(timeout={limits.timeout:g})`); every worker was stopped",
-                    kind="timeout", rank=rank)
+            stop = _stall_stop(limits, self._describe(rank), rank, seconds, where)
+            if stop is not None:
+                raise stop
             if limits.warning is not None and seconds >= limits.warning:
                 if rank not in self._warned:
                     self._warned.add(rank)
@@ -313,6 +311,26 @@ def _why_lost(worker: EngineReport, verdict: worker_probe.Verdict) -> str:
     if is_this_host(worker.host):
         return "its process is stopped"
     return "its host answers but its TensorFlow server does not: the process is stopped or hung"
+
+
+def _stall_stop(limits: StallLimits, who: str, rank: int, seconds: float,
+                where: str) -> WorkerFailed | None:
+    """What ends the cell for a rank stalled `seconds`, if anything: --stall-timeout, any
+    stall; without it, StallLimits.hung for a rank silent while its process runs. Such a
+    rank is vouched for as busy as long as its process runs (worker_probe.py): one that
+    never gives the GIL back would keep the cell, and the others, waiting forever."""
+    if limits.timeout is not None:
+        if seconds < limits.timeout:
+            return None
+        return _failed(f"worker {who} made no progress for {seconds:.0f} s, stuck "
+                       f"{_place(where)} while the others waited "
+                       f"(`StallLimits(timeout={limits.timeout:g})`); every worker was stopped",
+                       kind="timeout", rank=rank)
+    if where != SILENT or limits.hung is None or seconds < limits.hung:
+        return None
+    return _failed(f"worker {who} made no progress for {seconds:.0f} s {_place(where)} while "
+                   f"the others waited: taken for hung after {limits.hung:g} s; every worker "
+                   "was stopped", kind="lost", rank=rank, retryable=True)
 
 
 def _place(where: str) -> str:
