@@ -74,7 +74,8 @@ def trained(kernel, tmp_path, *, kind, kills=(), keras=2, ranks=None, signals=No
     signals = list(signals) if signals is not None else ["SIGKILL"] * len(kills)
     kernel.ok(f"%%tfdist\nKERAS = {keras}\nKILLS = {list(kills)!r}\nRANKS = {ranks!r}\n"
               f"SIGNALS = {signals!r}\nMARKS = {str(marks)!r}\n" + SETUP)
-    out = kernel.execute(f"%%tfdist --max-restarts 3 --backup-every 10 "
+    grace = "--grace 25 " if "SIGTERM" in signals else ""
+    out = kernel.execute(f"%%tfdist --max-restarts 3 --backup-every 10 {grace}"
                          f"--checkpoint-dir {tmp_path / 'run'}\nresult = fit({kind!r})",
                          timeout=400)
     assert out.status == "ok", out.error_text + out.stderr

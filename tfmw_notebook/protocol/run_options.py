@@ -14,7 +14,9 @@ from typing import Any
 
 MONITOR_MODES = ("auto", "min", "max")
 # Under Slurm's default KillWait and a spot VM's notice, both 30 s: room to save and exit.
-DEFAULT_GRACE = 25.0
+# Off until a resumed input can be replayed past a finite pipeline's end: a cancelled Slurm
+# job's SIGTERM backed up mid-epoch and the resumed fit's replay ran out of batches.
+DEFAULT_GRACE: float | None = None
 
 
 def _invalid(name: str, value: Any, expected: str) -> ValueError:
