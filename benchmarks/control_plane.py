@@ -52,7 +52,7 @@ from tfmw_notebook.widgets.live import LiveRun
 STUB_FIT = """
 import time as _time
 from ipyparallel.datapub import publish_data as _publish
-from tfmw_notebook.worker.reporting import EventPublisher as _Publisher
+from tfmw_notebook.worker.liveness.reporting import EventPublisher as _Publisher
 _events = _Publisher(_publish, stub_rank)
 _steps, _epochs = {steps_per_second}, {seconds}
 _events.emit("train_begin", epochs=_epochs, steps=_steps, mode="fit")

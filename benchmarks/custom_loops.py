@@ -8,7 +8,8 @@ turns, on one warm 2-worker cluster and in one plain process beside it:
 
 - `one process`: the loop in a plain Python process, no strategy;
 - `split`: the same cell on 2 workers; each worker takes its half of every batch
-  (worker/loop_batches.py) and the gradients are averaged (worker/cross_replica_steps.py);
+  (worker/corrections/loop_batches.py) and the gradients are averaged
+  (worker/corrections/cross_replica_steps.py);
 - `whole`: the same cell, the pipeline read through `as_numpy_iterator()` (library
   iteration, which is never split): every worker computes every batch.
 

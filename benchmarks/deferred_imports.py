@@ -1,5 +1,5 @@
 """What an engine's `import tensorflow` costs with Keras' optional extras deferred
-(worker/deferred_imports.py) and without, in fresh processes taking turns.
+(worker/boot/deferred_imports.py) and without, in fresh processes taking turns.
 
     python benchmarks/deferred_imports.py [--rounds 9]
 
@@ -20,7 +20,7 @@ import sys
 IMPORT = r'''
 import json, sys, time
 if sys.argv[1] == "deferred":
-    from tfmw_notebook.worker import deferred_imports
+    from tfmw_notebook.worker.boot import deferred_imports
     deferred_imports.install()
 cpu, wall = time.process_time(), time.perf_counter()
 import tensorflow

@@ -59,7 +59,7 @@ def stamped_job() -> str:
 
 def drop_writes(drop: bool) -> None:
     """On a worker: checkpoint writes handed over are dropped (`drop`), or written."""
-    from tfmw_notebook.worker import background_writes
+    from tfmw_notebook.worker.writes import background_writes
 
     if not hasattr(background_writes, "_bench_hand_over"):
         background_writes._bench_hand_over = background_writes.hand_over

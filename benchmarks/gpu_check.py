@@ -100,7 +100,7 @@ NO_GPU = ("gpu_check: no GPU found on this machine (neither NVML nor `nvidia-smi
 
 def count_gpus() -> int:
     """This machine's GPUs, found as the workers find them (GpuProblem if that hangs)."""
-    from tfmw_notebook.worker.gpus import host_gpus
+    from tfmw_notebook.worker.boot.gpus import host_gpus
 
     return len(host_gpus())
 
@@ -191,7 +191,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if min(args.batch_per_worker, args.steps, args.epochs - 1) < 1 or (args.workers or 1) < 1:
         parser.error("--workers, --batch-per-worker and --steps must be >= 1, --epochs >= 2")
-    from tfmw_notebook.worker.gpus import GpuProblem
+    from tfmw_notebook.worker.boot.gpus import GpuProblem
 
     try:
         gpus = count_gpus()

@@ -2,7 +2,7 @@
 """What freeing a fit's input pipeline off the cell's path buys: one warm cluster, A/B.
 
 The job cell of bench.py (2 workers, Keras 3 unless `--keras 2`) runs on one warm cluster
-with the workers' release thread (worker/input_release.py: the fit's tf.data iterators
+with the workers' release thread (worker/data/input_release.py: the fit's tf.data iterators
 are freed after the call, on a thread of their own) and without it (switched on the
 workers to freeing in place, as Keras does), alternated, `--pairs` pairs. Prints each
 side's cells (median [min-max]), how many stalled (the chief's or the other worker's fit
@@ -23,7 +23,7 @@ STALL_SECONDS = 0.15   # a fit this much longer than its training loop stalled a
 
 def use_release_thread(on: bool) -> None:
     """On a worker: free fit pipelines on the release thread (on) or in place (off)."""
-    from tfmw_notebook.worker import input_release
+    from tfmw_notebook.worker.data import input_release
 
     if not hasattr(input_release, "_bench_release"):
         input_release._bench_release = input_release._release

@@ -4,7 +4,7 @@
 One process, issue 53's probe pipeline (2000 rows, `shuffle(2000, seed=1).repeat()
 .batch(64)`), 90 batches in: what `tf.train.Checkpoint(iterator=it).write` costs at each
 backup (time and size: the shuffle buffer is saved whole), what replaying the 90 batches
-costs once at a resume (worker/input_position.py), and whether the iterator of a
+costs once at a resume (worker/fits/input_position.py), and whether the iterator of a
 MultiWorkerMirroredStrategy distributed dataset (what Keras' fit iterates) can be
 checkpointed at all. Prints the figures; `--batches N` to move the backup.
 """

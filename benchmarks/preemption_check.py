@@ -25,7 +25,7 @@ SIDES = {"no check": (None, 0.01), "default": (25.0, 0.01), "budget 0.1%": (25.0
 
 def set_budget(budget: float) -> None:
     """On a worker: the share of the fit's time the preemption check aims at."""
-    from tfmw_notebook.worker import keras_preemption
+    from tfmw_notebook.worker.fits import keras_preemption
 
     keras_preemption.BUDGET = budget
 

@@ -70,7 +70,7 @@ class CountEpochs(tf.keras.callbacks.Callback):
 '''
 # Globals of the fresh workers: EPOCHS_BEGUN comes back as [0] from the replayed
 # setup cell, and stays 0 only if no replayed fit ran an epoch.
-STATE = ("from tfmw_notebook.worker.checkpointing import weights_digest\n"
+STATE = ("from tfmw_notebook.worker.writes.checkpointing import weights_digest\n"
          "(weights_digest('model'), int(model.optimizer.iterations.numpy()), EPOCHS_BEGUN[0])")
 FAULT = ("if tfdist.rank == 1:\n    raise ValueError('benchmark fault')\n"
          "strategy.reduce('SUM', strategy.run(lambda: tf.constant(1.0)), axis=None)")

@@ -17,7 +17,7 @@ KEEP_WEIGHTS = "_weights = [w for w in model.get_weights()]\n"
 _WITHOUT = """\
 import keras
 from keras.src.backend.tensorflow import trainer as _trainer
-from tfmw_notebook.worker import keras3_corrections as _kc
+from tfmw_notebook.worker.corrections import keras3_corrections as _kc
 _owner = {owner}
 _corrected = getattr(_owner, {name!r})
 assert {correction!r} in _kc.corrections_on(_corrected), _kc.corrections_on(_corrected)

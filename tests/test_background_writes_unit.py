@@ -1,10 +1,10 @@
-"""The writer thread of the automatic checkpoints (worker/background_writes.py)."""
+"""The writer thread of the automatic checkpoints (worker/writes/background_writes.py)."""
 
 import threading
 import time
 
 import pytest
-from tfmw_notebook.worker import background_writes
+from tfmw_notebook.worker.writes import background_writes
 
 pytestmark = pytest.mark.unit
 

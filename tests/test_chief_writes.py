@@ -5,7 +5,8 @@ Real TensorFlow, real workers: two plain python processes with TF_CONFIG on loca
 creating its MultiWorkerMirroredStrategy first, then `chief_writes.install(is_chief=rank == 0)`,
 both in the same working directory, saving to the same relative paths, 20 saves per writer
 (tests/two_process_harness.py). Keras 3's callbacks run both by hand on a built model and in
-fits, which need the package's Keras 3 corrections (worker/keras3_corrections.py). Without the
+fits, which need the package's Keras 3 corrections (worker/corrections/keras3_corrections.py).
+Without the
 module these writers fail (measured when it was written: MergeV2Checkpoints NOT_FOUND, h5
 `unable to lock file`, corrupt `.keras` zips, crashed Keras 3 fits). With it, each test wants:
 no failed save or read-back on either worker, the named paths holding exactly what one process
@@ -141,7 +142,7 @@ def fresh_module(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     spec = importlib.util.spec_from_file_location("chief_writes_under_test", CHIEF_WRITES)
     module = importlib.util.module_from_spec(spec)
-    module.__package__ = "tfmw_notebook.worker"    # its relative imports
+    module.__package__ = "tfmw_notebook.worker.writes"    # its relative imports
     spec.loader.exec_module(module)
     yield module
     module.cleanup()

@@ -71,3 +71,104 @@ def test_the_engines_modules_are_named_behind_one_door():
                and "ENTRIES" in ast.unparse(node.targets[0] if isinstance(node, ast.Assign)
                                             else node.target)}
     assert entries == {os.path.join("worker", "entry.py")}, entries
+
+
+WORKER_ROOMS = {"boot", "cells", "fits", "writes", "corrections", "liveness", "experiments",
+                "data", "common"}
+
+
+def test_the_worker_keeps_its_code_in_rooms():
+    """The engines' side: only the package's marker and the entry module at its top; each
+    room says in its docstring what it holds (pyproject.toml's contracts say what it may
+    import)."""
+    worker = os.path.join(PACKAGE, "worker")
+    entries = {name for name in os.listdir(worker) if not name.startswith((".", "__pycache__"))}
+    assert {name for name in entries if name.endswith(".py")} == {"__init__.py", "entry.py"}
+    assert entries - {"__init__.py", "entry.py"} == WORKER_ROOMS
+    for room in WORKER_ROOMS:
+        with open(os.path.join(worker, room, "__init__.py")) as marker:
+            assert ast.get_docstring(ast.parse(marker.read())), room
+
+
+def _module_name(path: str) -> str:
+    parts = path[:-len(".py")].split(os.sep)
+    return ".".join(["tfmw_notebook", *parts[:-1]] if parts[-1] == "__init__"
+                    else ["tfmw_notebook", *parts])
+
+
+def _imported(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
+    """The package modules an import names: `from .x import y` may import module x.y."""
+    if node.level:
+        base = module.split(".")[:len(module.split(".")) - node.level + (1 if is_package else 0)]
+        target = ".".join(base + ([node.module] if node.module else []))
+    else:
+        target = node.module or ""
+    return [target] + [f"{target}.{alias.name}" for alias in node.names]
+
+
+def _under_type_checking(tree: ast.AST) -> set[int]:
+    """Line numbers inside `if TYPE_CHECKING:` blocks (never imported at run time)."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            lines.update(range(node.lineno, node.end_lineno + 1))
+    return lines
+
+
+def _import_graph() -> dict[str, set[str]]:
+    trees = {_module_name(path): (path.endswith("__init__.py"), tree)
+             for path, tree in _sources()}
+    graph: dict[str, set[str]] = {}
+    for module, (is_package, tree) in trees.items():
+        skipped = _under_type_checking(tree)
+        graph[module] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.lineno not in skipped:
+                graph[module].update(name for name in _imported(module, is_package, node)
+                                     if name in trees and name != module)
+            elif isinstance(node, ast.Import) and node.lineno not in skipped:
+                graph[module].update(alias.name for alias in node.names if alias.name in trees)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph[module]:
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    """Imports inside functions count: a circle is one whichever line runs first.
+    A package's __init__ importing its own modules is not a circle of meaning, and the
+    package has none that do."""
+    assert _circles(_import_graph()) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

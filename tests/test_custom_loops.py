@@ -1,5 +1,5 @@
 """Custom training loops written for one process, run unchanged in `%%tfdist` cells on 2 real
-workers (worker/cross_replica_steps.py, worker/loop_batches.py).
+workers (worker/corrections/cross_replica_steps.py, worker/corrections/loop_batches.py).
 
 The three shapes single-process tutorials write: a tf-keras `@tf.function` step with
 `tf.keras` losses, optimizer and metrics (TensorFlow's quickstart for experts); a Keras 3

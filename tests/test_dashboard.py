@@ -285,7 +285,7 @@ def test_summary_line_of_an_evaluate_only_run_with_lost_events():
 
 def test_the_cell_summary_printed_at_the_end_counts_events_a_worker_could_not_send(capsys):
     from tfmw_notebook.widgets.live import LiveRun
-    from tfmw_notebook.worker.reporting import EventPublisher
+    from tfmw_notebook.worker.liveness.reporting import EventPublisher
 
     data, attempts = {}, []
 

@@ -1,4 +1,4 @@
-"""A worker's start leaves Keras' optional extras unloaded (worker/deferred_imports.py),
+"""A worker's start leaves Keras' optional extras unloaded (worker/boot/deferred_imports.py),
 and a cell that uses them gets the real modules.
 
 Real workers on Keras 3 (`--keras 3`: Keras is imported with TensorFlow, at the start).

@@ -1,11 +1,11 @@
-"""The deferral itself (worker/deferred_imports.py), on small modules written here."""
+"""The deferral itself (worker/boot/deferred_imports.py), on small modules written here."""
 
 import inspect
 import sys
 import threading
 
 import pytest
-from tfmw_notebook.worker import deferred_imports
+from tfmw_notebook.worker.boot import deferred_imports
 
 pytestmark = pytest.mark.unit
 

@@ -1,5 +1,5 @@
 """Engines forked from the cluster's fork server (cluster/launch/fork_server.py,
-worker/engine_forkserver.py, protocol/engine_standin.py): the workers are its children and
+worker/boot/engine_forkserver.py, protocol/engine_standin.py): the workers are its children and
 train; each stand-in is the process ipyparallel's launcher knows and ends as its engine
 ends; an engine never outlives its stand-in; a stand-in the server cannot serve starts its
 engine itself.
@@ -18,9 +18,9 @@ import psutil
 import pytest
 from tfmw_notebook import TFCluster
 from tfmw_notebook.protocol.engine_standin import decode_request, encode_request
-from tfmw_notebook.worker.engine_forkserver import import_time_difference
+from tfmw_notebook.worker.boot.engine_forkserver import import_time_difference
 
-SERVER = "tfmw_notebook.worker.engine_forkserver"
+SERVER = "tfmw_notebook.worker.boot.engine_forkserver"
 STANDIN = "engine_standin.py"
 
 
@@ -118,7 +118,7 @@ def test_a_standin_the_server_refuses_starts_its_engine_itself(cluster, monkeypa
     cluster.restart()
     for worker in cluster.workers:
         assert worker.launched_as is None
-        assert "tfmw_notebook.worker.engine_main" in cmdline(worker.pid)
+        assert "tfmw_notebook.worker.boot.engine_main" in cmdline(worker.pid)
     cluster.run("import os\nflag = os.environ['TF_ENABLE_ONEDNN_OPTS']")
     assert cluster.pull(["flag"], rank=1) == {"flag": "0"}
 
@@ -132,7 +132,7 @@ def test_the_fork_server_can_be_turned_off(tmp_path, monkeypatch):
         assert cluster._group.forks is None
         for worker in cluster.workers:
             assert worker.launched_as is None
-            assert "tfmw_notebook.worker.engine_main" in cmdline(worker.pid)
+            assert "tfmw_notebook.worker.boot.engine_main" in cmdline(worker.pid)
         cluster.run("x = 1")
     finally:
         cluster.stop()

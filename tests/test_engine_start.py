@@ -141,7 +141,7 @@ def test_a_restart_reads_no_output_of_the_ssh_engines_it_stops(monkeypatch):
 STANDS_FOR_A_KERNEL = """\
 import subprocess, sys, time
 from tfmw_notebook.protocol.orphan_guard import launched_by_this_process
-engine = subprocess.Popen([sys.executable, "-m", "tfmw_notebook.worker.engine_main",
+engine = subprocess.Popen([sys.executable, "-m", "tfmw_notebook.worker.boot.engine_main",
                            f"--IPEngine.url_file={sys.argv[1]}",
                            "--IPEngine.wait_for_url_file=120"],
                           env={**__import__("os").environ, **launched_by_this_process()})

@@ -19,8 +19,8 @@ from tfmw_notebook.protocol.events import (
     new_events,
 )
 from tfmw_notebook.widgets.metrics import MetricsStore, plain_floats
-from tfmw_notebook.worker import reporting
-from tfmw_notebook.worker.reporting import EventPublisher
+from tfmw_notebook.worker.liveness import reporting
+from tfmw_notebook.worker.liveness.reporting import EventPublisher
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 
@@ -132,7 +132,7 @@ def test_the_protocol_modules_import_only_the_standard_library():
 
 def test_the_notebook_side_does_not_import_the_worker_side():
     code = ("import sys, tfmw_notebook.widgets.live;"
-            "print('tfmw_notebook.worker.reporting' in sys.modules)")
+            "print('tfmw_notebook.worker.liveness.reporting' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60, cwd=ROOT)
     assert result.returncode == 0, result.stderr

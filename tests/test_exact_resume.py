@@ -122,7 +122,7 @@ def test_a_preempted_worker_backs_up_at_its_step_and_the_fit_resumes_there(
     the undisturbed weights. Before keras_preemption.py the worker ended at once and the
     fit resumed at step 20, training steps 21-23 again. The check's budget is raised so
     that it runs about every step: the 50-step fit reaches one after step 23."""
-    kernel.ok("%%tfdist\nfrom tfmw_notebook.worker import keras_preemption\n"
+    kernel.ok("%%tfdist\nfrom tfmw_notebook.worker.fits import keras_preemption\n"
               "keras_preemption.BUDGET = 1.0")
     undisturbed, _ = trained(kernel, tmp_path, kind="dataset", keras=keras)
     resumed, out = trained(kernel, tmp_path, kind="dataset", kills=[23], keras=keras,

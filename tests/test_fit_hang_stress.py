@@ -3,7 +3,7 @@ cluster that trains all the while (issue 51: in 2 runs of 3 the fit never ended)
 
 The cause: a worker froze for good when a garbage collection ran inside its heartbeat's
 `sys._current_frames()` and freed a TensorFlow graph's `threading.local` (CPython < 3.12
-takes a lock there it already held: worker/whereabouts.py), so its peer waited in the
+takes a lock there it already held: worker/liveness/whereabouts.py), so its peer waited in the
 all-reduce forever. The heartbeat samples once a second, which met it about once an hour
 here; a sampler thread doing the same sampling far more often, each time at a collection
 (SAMPLER, on by default), meets it within the first fits. A fit that does not end within
@@ -67,12 +67,12 @@ for _ in range(3):
     model.fit(x_train, y_train, batch_size=64, epochs=1, validation_data=(x_val, y_val),
               verbose=0)
 """
-# What the heartbeat does each second (worker/heartbeat.py), 200 times a second, each time
+# What the heartbeat does each second (worker/liveness/heartbeat.py), 200 times a second, each time
 # with thresholds that make its own allocations collect the young and middle generations,
 # where a trace's graphs die: it meets in seconds what the heartbeat met about once an hour.
 SAMPLING = """%%tfdist
 import gc as _gc, threading as _threading, time as _time
-from tfmw_notebook.worker.whereabouts import main_thread_whereabouts as _where
+from tfmw_notebook.worker.liveness.whereabouts import main_thread_whereabouts as _where
 
 def _sample_often():
     while True:

@@ -1,6 +1,6 @@
 """GPUs by default, the pure parts: each host's GPUs split evenly among its workers
 (protocol/devices.py), and how an engine finds the GPUs it may share
-(worker/gpus.py) with a fake `nvidia-smi` or a fake NVML module.
+(worker/boot/gpus.py) with a fake `nvidia-smi` or a fake NVML module.
 
 The same layouts run on real engines in test_gpus_start.py, test_gpus_attach.py and
 test_gpus_multihost.py.
@@ -17,7 +17,7 @@ import pytest
 from tfmw_notebook.protocol import devices
 from tfmw_notebook.protocol.devices import DeviceSplitError, assign_devices
 from tfmw_notebook.protocol.tfconfig import EngineReport, order_ranks
-from tfmw_notebook.worker import gpus, handshake
+from tfmw_notebook.worker.boot import gpus, handshake
 
 import fake_gpus
 

@@ -119,7 +119,7 @@ def test_the_start_line_and_status_show_each_workers_gpus(fake_smi, tmp_path):
 GUARD = """
 import os, sys
 import tensorflow as tf
-from tfmw_notebook.worker import gpus
+from tfmw_notebook.worker.boot import gpus
 gpus.check_still_assignable(None, "0,1")      # devices not set up yet: in time
 tf.config.list_physical_devices()             # what any TF op does first
 gpus.check_still_assignable(None, "-1")       # no GPU was visible anyway: harmless

@@ -1,6 +1,6 @@
 """A correction whose target is missing, on real workers: the cell's `import keras` works and
 the notebook shows one line, from the chief, naming the skipped correction
-(worker/guarded_patches.py; the pure parts: test_guarded_patches_unit.py).
+(worker/common/guarded_patches.py; the pure parts: test_guarded_patches_unit.py).
 
 The workers import a stand-in `keras` whose trainer class is renamed (what keras-nightly
 3.16 did to the corrections; before, the cell raised AttributeError at `import keras`). The
@@ -18,7 +18,8 @@ pytestmark = pytest.mark.timeout(300)
 SWAP_IN = """\
 import sys
 import keras as _real_keras   # the real one first: the workers' own hooks are for it
-from tfmw_notebook.worker import import_hooks as _hooks, keras3_corrections as _kc
+from tfmw_notebook.worker.common import import_hooks as _hooks
+from tfmw_notebook.worker.corrections import keras3_corrections as _kc
 _saved = {{n: m for n, m in sys.modules.items() if n.split('.')[0] == 'keras'}}
 _applied, _kc._applied = _kc._applied, None
 for _name in _saved:

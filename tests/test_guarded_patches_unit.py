@@ -1,5 +1,5 @@
-"""Corrections that degrade, never break (worker/guarded_patches.py), pure: a correction whose
-target is missing or changed is skipped and reported in one line, and the import that
+"""Corrections that degrade, never break (worker/common/guarded_patches.py), pure: a correction
+whose target is missing or changed is skipped and reported in one line, and the import that
 triggered it goes on. The Keras 3 corrections are run against a stand-in `keras` package
 written to a temp directory, whose trainer class is renamed (as keras-nightly 3.16 did), and
 a stand-in `tensorflow` (an empty package: the corrections only import it)."""
@@ -9,9 +9,9 @@ import textwrap
 
 import pytest
 from tfmw_notebook.protocol.warning import TFDistWarning
-from tfmw_notebook.worker import guarded_patches as gp
-from tfmw_notebook.worker import import_hooks, package_versions
-from tfmw_notebook.worker import keras3_corrections as kc
+from tfmw_notebook.worker.common import guarded_patches as gp
+from tfmw_notebook.worker.common import import_hooks, package_versions
+from tfmw_notebook.worker.corrections import keras3_corrections as kc
 
 pytestmark = pytest.mark.unit
 

@@ -1,9 +1,9 @@
-"""Actions run right after a module's first import (worker/import_hooks.py). Pure."""
+"""Actions run right after a module's first import (worker/common/import_hooks.py). Pure."""
 
 import sys
 
 import pytest
-from tfmw_notebook.worker.import_hooks import when_imported
+from tfmw_notebook.worker.common.import_hooks import when_imported
 
 pytestmark = pytest.mark.unit
 

@@ -1,8 +1,8 @@
 """Which fits get their input put back, and the resume line's words (input_position.py)."""
 
 import pytest
-from tfmw_notebook.worker import input_position
-from tfmw_notebook.worker.input_position import Replay, _take
+from tfmw_notebook.worker.fits import input_position
+from tfmw_notebook.worker.fits.input_position import Replay, _take
 
 pytestmark = pytest.mark.unit
 

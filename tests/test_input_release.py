@@ -1,5 +1,5 @@
 """A fit's input pipeline is freed after the call on the release thread, not on the cell's
-path (worker/input_release.py): pure tests of the release itself, then on real workers with
+path (worker/data/input_release.py): pure tests of the release itself, then on real workers with
 Keras 3 (`import keras`) and tf-keras (`tf.keras`), both on the session's default cluster."""
 
 import gc
@@ -8,7 +8,7 @@ import time
 import weakref
 
 import pytest
-from tfmw_notebook.worker import input_release
+from tfmw_notebook.worker.data import input_release
 
 from kernel_session import per_worker
 

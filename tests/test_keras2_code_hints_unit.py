@@ -86,7 +86,8 @@ def test_no_hint_for_other_errors(type_name, message):
     assert keras2_code_hint(type_name, message, workers_keras=3) is None
 
 
-# A loaded SavedModel's signature called in the scope, before worker/saved_model_calls.py
+# A loaded SavedModel's signature called in the scope, before
+# worker/corrections/saved_model_calls.py
 # (TF 2.21, one process, MultiWorkerMirroredStrategy); should it still show, the hint stays.
 PLACEHOLDER = ("Expected 'tf.Tensor(False, shape=(), dtype=bool)' to be true. Summarized data: "
                "b'Trying to access a placeholder that is not supposed to be executed. This "

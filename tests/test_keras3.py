@@ -197,7 +197,7 @@ print('shape', signed.shape, 'as the model', bool(np.allclose(signed, model(inpu
 
 def test_a_loaded_savedmodel_is_called_in_the_scope(keras3):
     """Inside the strategy's scope TensorFlow raised "Trying to access a placeholder that is
-    not supposed to be executed" for this call (worker/saved_model_calls.py)."""
+    not supposed to be executed" for this call (worker/corrections/saved_model_calls.py)."""
     keras3.ok("%%tfdist --no-dashboard --no-checkpoint\n" + DATA + MODEL +
               "model.fit(x, y, batch_size=64, epochs=1, verbose=0)\n"
               "model.export('k3export')", timeout=300)

@@ -1,4 +1,5 @@
-"""Pure tests of worker/keras3_corrections.py: version ranges, apply()'s once-only contract,
+"""Pure tests of worker/corrections/keras3_corrections.py: version ranges, apply()'s once-only
+contract,
 and the hints for the errors observed when tf-keras and Keras 3 objects meet. No TensorFlow
 and no Keras are imported (the corrections themselves are tested on 2 real workers in
 tests/test_keras3.py, each shown to be needed)."""
@@ -10,7 +11,7 @@ import warnings
 import pytest
 from tfmw_notebook.magics.hints import mixed_keras_hint
 from tfmw_notebook.protocol.warning import TFDistWarning
-from tfmw_notebook.worker import keras3_corrections as kc
+from tfmw_notebook.worker.corrections import keras3_corrections as kc
 
 # --- versions -------------------------------------------------------------------------------
 

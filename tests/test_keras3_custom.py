@@ -7,8 +7,8 @@ with `train_step` and no `call`) and a layer drawing `keras.random.normal` with 
 the weights and metrics one process gets on the same data where the data decide them. The
 same code runs on `--keras 3` workers and on `--keras 2` ones, where `import keras` is Keras 3
 and gets its corrections when a cell first imports it. Without the correction it needs
-(worker/keras3_corrections.py), each of the stateful metric, the GAN and the unseeded draw
-fails as upstream's does.
+(worker/corrections/keras3_corrections.py), each of the stateful metric, the GAN and the unseeded
+draw fails as upstream's does.
 """
 
 import json

@@ -114,7 +114,7 @@ def test_the_first_beat_of_a_cell_is_not_a_gap():
 def test_a_worker_ends_itself_once_its_controller_stays_unreachable(monkeypatch):
     import socket
 
-    from tfmw_notebook.worker import controller_watch
+    from tfmw_notebook.worker.liveness import controller_watch
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -136,7 +136,7 @@ def test_a_cell_that_ends_while_the_controller_is_gone_leaves_the_watch_on():
     not answered for LIMIT_SECONDS, not left idle."""
     import socket
 
-    from tfmw_notebook.worker import controller_watch
+    from tfmw_notebook.worker.liveness import controller_watch
 
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
@@ -165,7 +165,7 @@ def test_a_cell_that_ends_while_the_controller_is_gone_leaves_the_watch_on():
 def test_a_worker_in_a_private_network_watches_the_controller_s_unix_socket(tmp_path, capsys):
     import socket
 
-    from tfmw_notebook.worker import controller_watch
+    from tfmw_notebook.worker.liveness import controller_watch
 
     path = str(tmp_path / "engine-4242")
     with socket.socket(socket.AF_UNIX) as server:
@@ -184,7 +184,7 @@ def test_a_worker_in_a_private_network_watches_the_controller_s_unix_socket(tmp_
 
 
 def test_no_watch_when_the_controller_was_never_reachable_from_the_worker():
-    from tfmw_notebook.worker import controller_watch
+    from tfmw_notebook.worker.liveness import controller_watch
 
     assert not controller_watch.install("127.0.0.1", 9)   # nothing listens on port 9
     ended = []

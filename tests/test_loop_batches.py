@@ -1,11 +1,11 @@
 """Which pipelines a cell's loop splits between the workers, and each worker's rows of a
-batch (worker/loop_batches.py), in this process: TensorFlow, no engines."""
+batch (worker/corrections/loop_batches.py), in this process: TensorFlow, no engines."""
 
 import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from tfmw_notebook.worker.loop_batches import batched, share_of, unseeded_shuffle  # noqa: E402
+from tfmw_notebook.worker.corrections.loop_batches import batched, share_of, unseeded_shuffle  # noqa: E402
 
 
 def rows(dataset):

@@ -3,7 +3,8 @@
 Real 2-worker cluster (default start: tf.keras is tf-keras, `import keras` Keras 3). TensorFlow's
 save-and-load tutorial: a model built and trained in the shared strategy's scope is saved, then
 loaded under `tf.distribute.OneDeviceStrategy("/cpu:0").scope()` and trained there (each worker
-on its own); a later cell still runs in the shared scope. Without worker/other_strategy_scope.py
+on its own); a later cell still runs in the shared scope. Without
+worker/corrections/other_strategy_scope.py
 the loading cell fails with "Mixing different tf.distribute.Strategy objects".
 """
 

@@ -1,4 +1,5 @@
-"""worker/other_strategy_scope.py in one process: which scopes step aside, which still fail.
+"""worker/corrections/other_strategy_scope.py in one process: which scopes step aside, which still
+fail.
 
 Real TensorFlow in a child process (the patch is process-wide): a one-worker
 MultiWorkerMirroredStrategy plays the shared strategy, entered through `RunnerScope` as the
@@ -19,7 +20,7 @@ import pytest
 SCENARIOS = '''
 import json, warnings
 import tensorflow as tf
-from tfmw_notebook.worker import other_strategy_scope as scopes
+from tfmw_notebook.worker.corrections import other_strategy_scope as scopes
 
 shared = tf.distribute.MultiWorkerMirroredStrategy()
 other = tf.distribute.OneDeviceStrategy("/cpu:0")

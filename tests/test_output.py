@@ -59,7 +59,7 @@ class _StreamOn(io.StringIO):
 
 
 def test_output_sent_waits_for_the_io_thread_and_says_when_it_gave_up(monkeypatch):
-    from tfmw_notebook.worker.output_sent import wait_for_output_sent
+    from tfmw_notebook.worker.cells.output_sent import wait_for_output_sent
 
     monkeypatch.setattr("sys.stdout", io.StringIO())
     monkeypatch.setattr("sys.stderr", io.StringIO())

@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 from tfmw_notebook.widgets.metrics import MetricsStore
-from tfmw_notebook.worker.reporting import EventPublisher, events_key, new_events
+from tfmw_notebook.worker.liveness.reporting import EventPublisher, events_key, new_events
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -161,7 +161,7 @@ def test_min_interval_must_not_be_negative():
 
 def test_importing_the_pure_modules_does_not_import_tensorflow():
     code = ("import sys, tfmw_notebook.protocol.events, tfmw_notebook.widgets.metrics,"
-            " tfmw_notebook.worker.reporting, tfmw_notebook.widgets;"
+            " tfmw_notebook.worker.liveness.reporting, tfmw_notebook.widgets;"
             "print('tensorflow' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=60, cwd=os.path.dirname(os.path.dirname(__file__)))
@@ -176,9 +176,9 @@ KERAS_SCRIPT = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
     import tf_keras
-    from tfmw_notebook.worker import keras_reporting
-    from tfmw_notebook.worker.keras_callbacks import keras_callbacks
-    from tfmw_notebook.worker.reporting import EventPublisher
+    from tfmw_notebook.worker.fits import keras_reporting
+    from tfmw_notebook.worker.fits.keras_callbacks import keras_callbacks
+    from tfmw_notebook.worker.liveness.reporting import EventPublisher
 
     assert tf.keras.Model is tf_keras.Model, "tf.keras is not tf-keras"
     KerasReportingCallback = keras_callbacks().reporting   # the logic on tf-keras' Callback

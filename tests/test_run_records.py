@@ -233,7 +233,7 @@ def test_runs_for_code_show_the_table_and_figure_and_say_when_pandas_is_missing(
 
 def test_the_chiefs_facts_of_a_model_are_plain_data():
     import numpy as np
-    from tfmw_notebook.worker import run_facts
+    from tfmw_notebook.worker.experiments import run_facts
 
     class Adam:
         learning_rate = np.float32(0.5)

@@ -158,7 +158,7 @@ def test_a_large_push_reaches_every_worker_whole_through_shared_memory(kernel):
     assert list(added.values()) == [68 << 20]   # one copy for the three workers
     # Pushed whole, it is no shard: a fit on it is split by Keras as before.
     kernel.ok("%%tfdist --push big --no-checkpoint\n"
-              "from tfmw_notebook.worker import shards\nheld = 'big' in shards.live_rows()")
+              "from tfmw_notebook.worker.data import shards\nheld = 'big' in shards.live_rows()")
     assert per_worker(kernel, "held") == [False] * 3
     kernel.ok("big = np.zeros(3)")
     kernel.ok("%%tfdist --push big --no-checkpoint\nsize = len(big)")

@@ -18,7 +18,7 @@ from tfmw_notebook.cluster.data.split import take_apart
 from tfmw_notebook.errors import BadArgument
 from tfmw_notebook.protocol.shard_layout import chunk_bounds
 from tfmw_notebook.protocol.tfconfig import EngineReport
-from tfmw_notebook.worker import shards
+from tfmw_notebook.worker.data import shards
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(60)]
 

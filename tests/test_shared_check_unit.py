@@ -1,4 +1,4 @@
-"""The check that every worker sees the chief's run directory (worker/checkpointing.py),
+"""The check that every worker sees the chief's run directory (worker/writes/checkpointing.py),
 with its all-reduces faked: skipped when the workers share one host."""
 
 from __future__ import annotations
@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from tfmw_notebook.worker import checkpointing, collectives
+from tfmw_notebook.worker.liveness import collectives
+from tfmw_notebook.worker.writes import checkpointing
 
 pytestmark = pytest.mark.unit
 

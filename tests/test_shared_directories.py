@@ -4,7 +4,7 @@ that loses the race is not failed by the directory the other one made."""
 import os
 
 import pytest
-from tfmw_notebook.worker import shared_directories
+from tfmw_notebook.worker.writes import shared_directories
 
 pytestmark = pytest.mark.timeout(300)
 

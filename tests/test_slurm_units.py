@@ -10,7 +10,7 @@ import tempfile
 
 import pytest
 from tfmw_notebook.cluster.launch.engines import nothing_listens
-from tfmw_notebook.worker import handshake
+from tfmw_notebook.worker.boot import handshake
 
 import sim_slurm
 from doc_recipes import Recipe, recipe

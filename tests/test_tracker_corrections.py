@@ -1,4 +1,4 @@
-"""The correction to MLflow's dataset digest (worker/tracker_corrections.py), in a fresh
+"""The correction to MLflow's dataset digest (worker/experiments/tracker_corrections.py), in a fresh
 process with real TensorFlow and MLflow: an endless dataset gets a digest, a finite one
 keeps MLflow's own. On 2 real workers under autolog: tests/test_tracking.py."""
 
@@ -15,7 +15,7 @@ DIGESTS = '''
 import json
 import numpy as np
 import tensorflow as tf
-from tfmw_notebook.worker import tracker_corrections
+from tfmw_notebook.worker.experiments import tracker_corrections
 
 if {correct}:
     tracker_corrections.install()           # before MLflow is imported, as on a worker

@@ -1,7 +1,7 @@
 """Pure tests of tracking: how a run record becomes MLflow params, metrics and tags
 (cluster/runs/tracking.py, no MLflow imported), and what a non-chief worker does to W&B when a
-cell imports it (worker/chief_tracking.py, on a fake `wandb`, in a fresh process). The real
-MLflow paths run on 2 workers and a real server in tests/test_tracking.py."""
+cell imports it (worker/experiments/chief_tracking.py, on a fake `wandb`, in a fresh process). The
+real MLflow paths run on 2 workers and a real server in tests/test_tracking.py."""
 
 import io
 import json
@@ -122,7 +122,7 @@ def login(*args, **kwargs):
 
 WORKER = '''
 import json, os, sys
-from tfmw_notebook.worker import chief_tracking
+from tfmw_notebook.worker.experiments import chief_tracking
 chief_tracking.install(is_chief=sys.argv[1] == "chief")
 try:
     import wandb                      # not on the path yet: the action must wait for it

@@ -62,7 +62,7 @@ def test_engines_start_without_the_kernel_debugger_yet_cells_can_import_debugpy(
 
 
 def test_start_up_objects_are_frozen_yet_a_cells_garbage_is_collected(tf_kernel):
-    # Full collections skip the libraries' objects (worker/collector.py); what cells
+    # Full collections skip the libraries' objects (worker/boot/collector.py); what cells
     # make is still the collector's: a reference cycle dropped by a cell is freed.
     tf_kernel.ok("%%tfdist\nimport gc, weakref\n"
                  "class _Node: pass\n"

@@ -1,4 +1,4 @@
-"""A checkpoint read now and written later (worker/weights_snapshot.py), with real
+"""A checkpoint read now and written later (worker/writes/weights_snapshot.py), with real
 TensorFlow in a process of its own per Keras: training and assignments after the read
 do not reach the file, and `tf.train.Checkpoint.read` restores it; a fit's later
 snapshots, read without gathering again, hold their own moment's values."""
@@ -16,7 +16,7 @@ import os, sys, tempfile
 import numpy as np
 import tensorflow as tf
 from tfmw_notebook.protocol.checkpoints import trackables
-from tfmw_notebook.worker import weights_snapshot
+from tfmw_notebook.worker.writes import weights_snapshot
 
 keras = tf.keras
 strategy = tf.distribute.MirroredStrategy(["/cpu:0"]) if sys.argv[1] == "mirrored" \

@@ -1,4 +1,4 @@
-"""Where a worker's main thread is (worker/whereabouts.py): the standard library, frozen
+"""Where a worker's main thread is (worker/liveness/whereabouts.py): the standard library, frozen
 modules included, is looked through to the code that called it."""
 
 import gc
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 from tfmw_notebook.protocol.events import FRAMEWORK
-from tfmw_notebook.worker import whereabouts
+from tfmw_notebook.worker.liveness import whereabouts
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(30)]
 
@@ -50,7 +50,7 @@ def test_the_main_thread_in_a_frozen_module_called_from_tensorflow_is_the_framew
 # again: the process froze for good, holding the GIL (CPython gh-106883).
 SAMPLING_MEETS_A_COLLECTION = """
 import gc, sys, threading, time
-from tfmw_notebook.worker.whereabouts import main_thread_whereabouts
+from tfmw_notebook.worker.liveness.whereabouts import main_thread_whereabouts
 
 class HoldsALocal:
     def __init__(self):

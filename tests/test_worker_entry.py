@@ -23,7 +23,7 @@ WORKER_CALLS = os.path.join(ROOT, "tfmw_notebook", "cluster", "cells", "worker_c
 WORKER_DIR = os.path.join(ROOT, "tfmw_notebook", "worker")
 # Modules that import TensorFlow by design: the Keras callbacks (imported lazily, through
 # keras_callbacks.py) and the engine's start-up, which begins TensorFlow's import at once.
-STARTS_TENSORFLOW = {"preimport", "engine_main"}
+STARTS_TENSORFLOW = {"boot.preimport", "boot.engine_main"}
 
 
 def run_python(code: str) -> str:
@@ -45,19 +45,30 @@ def test_every_entry_resolves_to_a_function_without_importing_tensorflow():
 
 
 def callback_modules() -> set[str]:
-    """The worker modules keras_callbacks.py imports (lazily, inside its function)."""
-    with open(os.path.join(WORKER_DIR, "keras_callbacks.py")) as source:
+    """The worker modules keras_callbacks.py imports (lazily, inside its function), as
+    `room.module`."""
+    with open(os.path.join(WORKER_DIR, "fits", "keras_callbacks.py")) as source:
         tree = ast.parse(source.read())
-    return {node.module for node in ast.walk(tree)
+    return {f"fits.{node.module}" for node in ast.walk(tree)
             if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+
+
+def worker_modules() -> list[str]:
+    """Every module of the engines' code, as `room.module` (`entry` at the top)."""
+    found = []
+    for folder, _, names in os.walk(WORKER_DIR):
+        prefix = os.path.relpath(folder, WORKER_DIR).replace(os.sep, ".")
+        found += [name[:-3] if prefix == "." else f"{prefix}.{name[:-3]}"
+                  for name in names if name.endswith(".py") and name != "__init__.py"]
+    return sorted(found)
 
 
 def test_only_the_callback_modules_import_tensorflow_when_they_load():
     callbacks = callback_modules()
-    assert {"keras_reporting", "keras_checkpoint_saver", "keras_resume_notice"} <= callbacks
-    modules = sorted(name[:-3] for name in os.listdir(WORKER_DIR)
-                     if name.endswith(".py") and name != "__init__.py")
-    plain = [name for name in modules if name not in callbacks | STARTS_TENSORFLOW]
+    assert {"fits.keras_reporting", "fits.keras_checkpoint_saver",
+            "fits.keras_resume_notice"} <= callbacks
+    plain = [name for name in worker_modules() if name not in callbacks | STARTS_TENSORFLOW]
+    assert len(plain) > 40 and "cells.cell" in plain
     code = ("import importlib, json, sys\n"
             f"for name in {plain!r}:\n"
             "    importlib.import_module('tfmw_notebook.worker.' + name)\n"

@@ -370,7 +370,7 @@ import os, sys, tempfile
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
 import numpy as np
 import tensorflow as tf
-from tfmw_notebook.worker import tf_keras_h5_loading
+from tfmw_notebook.worker.corrections import tf_keras_h5_loading
 
 tf_keras_h5_loading.install()
 strategy = tf.distribute.MirroredStrategy()
@@ -406,7 +406,7 @@ KERAS_SAVES_IN_A_THREAD = """\
 import os, sys, tempfile, threading, zipfile
 import tf_keras
 if sys.argv[1] == "corrected":
-    from tfmw_notebook.worker import tf_keras_saving_format
+    from tfmw_notebook.worker.corrections import tf_keras_saving_format
     tf_keras_saving_format.install()
 folder = tempfile.mkdtemp()
 model = tf_keras.Sequential([tf_keras.layers.Dense(1, input_shape=(2,))])

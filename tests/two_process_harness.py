@@ -17,7 +17,7 @@ each worker lists its copies, calls `cleanup()` and says whether they are gone, 
 launcher lists the files at the named paths.
 
 chief_writes.py is loaded from its file, not through the package: it uses the standard library
-only. The Keras 3 fit scenarios import worker/keras3_corrections.py through the package.
+only. The Keras 3 fit scenarios import worker/corrections/keras3_corrections.py through the package.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-CHIEF_WRITES = os.path.join(REPO, "tfmw_notebook", "worker", "chief_writes.py")
+CHIEF_WRITES = os.path.join(REPO, "tfmw_notebook", "worker", "writes", "chief_writes.py")
 
 # --- launcher ----------------------------------------------------------------------------------
 
@@ -562,7 +562,7 @@ def _fit_keras3(ctx: Context, callbacks: list, epochs: int) -> Any:
     """A Keras 3 fit under MWMS, with the package's Keras 3 corrections (worker/
     keras3_corrections.py: without them Keras 3 cannot fit under MWMS, DESIGN.md fact 16)."""
     import keras
-    from tfmw_notebook.worker import keras3_corrections
+    from tfmw_notebook.worker.corrections import keras3_corrections
     keras3_corrections.apply()
     tf = ctx.tf
     model = _keras3_model(ctx)
@@ -680,7 +680,7 @@ def _private_tempdir() -> str:
 
 
 def _load_chief_writes() -> Any:
-    from tfmw_notebook.worker import chief_writes
+    from tfmw_notebook.worker.writes import chief_writes
 
     return chief_writes
 
@@ -716,7 +716,7 @@ def worker_main(args: dict) -> None:
     if args["patched"]:
         chief_writes = _load_chief_writes()
         chief_writes.install(is_chief=rank == 0, task_id=rank)
-        from tfmw_notebook.worker import tf_keras_h5_loading
+        from tfmw_notebook.worker.corrections import tf_keras_h5_loading
         tf_keras_h5_loading.install()        # as the workers' bootstrap does
     result: dict[str, Any] = {"rank": rank, "private_tempdir": private, "scenarios": {}}
     for name in args["scenarios"]:

@@ -33,7 +33,7 @@ if threads:
     tf.config.threading.set_inter_op_parallelism_threads(threads)
 strategy = tf.distribute.MultiWorkerMirroredStrategy()
 if keras == 3:
-    from tfmw_notebook.worker import keras3_corrections
+    from tfmw_notebook.worker.corrections import keras3_corrections
     keras3_corrections.apply()
 say(event="ready", tf_version=tf.__version__, cpu_seconds=time.process_time())
 for index in range(fits):

@@ -24,7 +24,7 @@ from .common import WORKERS, BenchError, live_clusters
 # calls, well under a microsecond) into _bench["callback_seconds"].
 RECORDING_SWITCH = """\
 import functools as _functools, time as _time
-from tfmw_notebook.worker import keras_hooks as _hooks, keras_run_record as _run_record
+from tfmw_notebook.worker.fits import keras_hooks as _hooks, keras_run_record as _run_record
 _bench = {"record": True, "callback_seconds": []}
 _bench_real_recorder = _hooks._run_recorder
 

@@ -23,7 +23,7 @@ def _train_loop(config):   # in Ray's training workers (TF_CONFIG set by Ray)
     from ray import train
 
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    from tfmw_notebook.worker import keras3_corrections
+    from tfmw_notebook.worker.corrections import keras3_corrections
 
     keras3_corrections.apply()
     namespace = {"tf": tf, "strategy": strategy, "lr": config["lr"]}

@@ -162,7 +162,7 @@ IN_PLACE = "in_place"
 # Run on the workers before each cell: saved as before (weights_snapshot.take returning
 # None is the saver's path for a TensorFlow without the snapshot's parts).
 _IN_PLACE_SWITCH = """\
-from tfmw_notebook.worker import weights_snapshot as _snapshots
+from tfmw_notebook.worker.writes import weights_snapshot as _snapshots
 _snapshots.__dict__.setdefault("_bench_take", _snapshots.take)
 _snapshots.take = (lambda model: None) if {in_place} else _snapshots._bench_take
 """

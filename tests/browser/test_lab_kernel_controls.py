@@ -36,16 +36,16 @@ def write_notebook(root, name, cells):
 
 def workers_running(server):
     """Engine processes below the server (through its kernel): %tfdist start forks them
-    from its fork server (`tfmw_notebook.worker.engine_forkserver`), or launches
-    `tfmw_notebook.worker.engine_main` where it cannot; an `ipyparallel.engine` nanny,
+    from its fork server (`tfmw_notebook.worker.boot.engine_forkserver`), or launches
+    `tfmw_notebook.worker.boot.engine_main` where it cannot; an `ipyparallel.engine` nanny,
     where there is one, runs the same command as its engine's child, and is left out."""
     below = server.descendants()
     servers = {p.pid for p in below
-               if "tfmw_notebook.worker.engine_forkserver" in " ".join(_cmdline(p))}
+               if "tfmw_notebook.worker.boot.engine_forkserver" in " ".join(_cmdline(p))}
     engines = [p for p in below
                if _ppid(p) in servers
                or any(name in " ".join(_cmdline(p))
-                      for name in ("ipyparallel.engine", "tfmw_notebook.worker.engine_main"))]
+                      for name in ("ipyparallel.engine", "tfmw_notebook.worker.boot.engine_main"))]
     pids = {p.pid for p in engines}
     return [p for p in engines if _ppid(p) not in pids]
 

@@ -75,9 +75,9 @@ def per_worker(kernel, name):
 
 
 def skipped_corrections(kernel):
-    """Each worker's corrections skipped so far (worker/guarded_patches.py): a row where a
+    """Each worker's corrections skipped so far (worker/common/guarded_patches.py): a row where a
     correction's target is missing or changed is not supported as it is."""
-    kernel.ok("%%tfdist\nfrom tfmw_notebook.worker import guarded_patches as _guarded\n"
+    kernel.ok("%%tfdist\nfrom tfmw_notebook.worker.common import guarded_patches as _guarded\n"
               "_skipped = [skip.describe() for skip in _guarded.skipped()]")
     return per_worker(kernel, "_skipped")
 

@@ -1,6 +1,6 @@
 """What `%tfdist diagnose` concludes from the workers' timings (pure).
 
-Each worker measured (worker/diagnose.py), in seconds: its training step, the
+Each worker measured (worker/fits/diagnose.py), in seconds: its training step, the
 step's communication (the gradient all-reduce plus the step's other collectives),
 reading one batch, the local step (forward, backward, update) with every worker
 computing at once and alone, and (Keras 3) the framework's own work around each step.
@@ -34,7 +34,7 @@ SCALING_WELL = 0.8
 
 @dataclass(frozen=True)
 class WorkerTimings:
-    """One worker's measurements, seconds per step (see worker/diagnose.py)."""
+    """One worker's measurements, seconds per step (see worker/fits/diagnose.py)."""
 
     rank: int
     step: float

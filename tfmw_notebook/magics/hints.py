@@ -61,8 +61,8 @@ def private_network_hint(error_value: str, private: bool) -> str | None:
 
 # What TensorFlow says when a loaded SavedModel's signature (or a function traced
 # outside the strategy) is called inside the strategy's scope (measured, TF 2.21). The
-# workers correct the common case (worker/saved_model_calls.py); a TensorFlow without the
-# class that correction needs still raises it.
+# workers correct the common case (worker/corrections/saved_model_calls.py); a TensorFlow without
+# the class that correction needs still raises it.
 _NEEDS_NO_SCOPE = re.compile(r"Trying to access a placeholder that is not supposed to be "
                              r"executed|cross-replica context in an in-replica context")
 
@@ -76,8 +76,8 @@ def no_scope_hint(error_value: str) -> str | None:
 
 
 # What TensorFlow and Keras raise for a training step written for one process when the
-# workers could not correct it (worker/cross_replica_steps.py corrects the common steps):
-# tf-keras' legacy optimizers refuse to apply outside `strategy.run`; the others are raised
+# workers could not correct it (worker/corrections/cross_replica_steps.py corrects the common
+# steps): tf-keras' legacy optimizers refuse to apply outside `strategy.run`; the others are raised
 # where a correction was skipped (a TensorFlow or Keras it does not know) or a step touches
 # the distributed variables another way. Measured on 2 workers, TF 2.21.
 _OUTSIDE_REPLICA = re.compile(

@@ -3,7 +3,7 @@ cluster's fork server make the engine. Standard library only, and run as a scrip
 path), so that it starts in milliseconds: it imports nothing of the package.
 
 Every engine used to import TensorFlow itself, seconds of CPU at each start and restart,
-with a host's workers sharing its cores. The fork server (worker/engine_forkserver.py)
+with a host's workers sharing its cores. The fork server (worker/boot/engine_forkserver.py)
 imports it once and forks a ready engine for each stand-in that asks. ipyparallel's
 launcher still sees one process per engine, this one: it passes on its arguments,
 environment, working directory and standard streams (the engine's log), relays the

@@ -64,7 +64,7 @@ ALIVE_KEY = "tfmw-alive"
 WHERE_KEY = "tfmw-where"        # with each beat: FRAMEWORK, or where in the user's code
 FRAMEWORK = "framework"
 HEARTBEAT_SECONDS = 1.0
-# True while the worker's writer thread writes a checkpoint (worker/background_writes.py):
+# True while the worker's writer thread writes a checkpoint (worker/writes/background_writes.py):
 # the notebook lets that write end before it restarts the workers.
 WRITING_KEY = "tfmw-writing"
 

@@ -14,7 +14,7 @@ its package, longer on a loaded machine) would have left it re-parented already,
 guard that took the new parent as its own would wait forever. Without the variable (a
 process someone else launched) the parent at this module's import is taken. An engine's
 startup command runs only once it has registered, so engines start the guard earlier
-(worker/engine_main.py); so does the controller.
+(worker/boot/engine_main.py); so does the controller.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Pure and picklable: the magic builds these from its flags (cell_options.py), API
 users construct them directly, and they travel to the workers as they are
-(worker/keras_hooks.py reads them). Each checks its values where it is made.
+(worker/fits/keras_hooks.py reads them). Each checks its values where it is made.
 """
 
 from __future__ import annotations

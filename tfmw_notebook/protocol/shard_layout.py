@@ -4,7 +4,7 @@ The notebook takes each named value apart into row-indexed parts (cluster/data/s
 plain arrays, whose bytes go once into one shared file (a `SharedBlock` each), and parts
 that cannot be shared as bytes (an object column, a pandas index that is not a range),
 sent to each worker as its own rows, pickled. A recipe says how to put a worker's rows
-back together (worker/shards.py):
+back together (worker/data/shards.py):
 
     ("block", i)                      rows of SharedBlock i, as a NumPy array
     ("part", i)                       this worker's rows of pickled part i, as they are

@@ -8,10 +8,10 @@ a call may reach). Standard library only: the launch code and the stand-ins impo
 from __future__ import annotations
 
 PACKAGE = "tfmw_notebook.worker"
-ENGINE_MAIN = f"{PACKAGE}.engine_main"            # an engine process: `python -m`
-FORK_SERVER = f"{PACKAGE}.engine_forkserver"      # the fork server process: `python -m`
-PREIMPORT = f"{PACKAGE}.preimport"                # a spare's start-up command imports it
-ENTRY = f"{PACKAGE}.entry"                        # calls into the worker: entry.call(name, ...)
+ENGINE_MAIN = f"{PACKAGE}.boot.engine_main"        # an engine process: `python -m`
+FORK_SERVER = f"{PACKAGE}.boot.engine_forkserver"  # the fork server process: `python -m`
+PREIMPORT = f"{PACKAGE}.boot.preimport"            # a spare's start-up command imports it
+ENTRY = f"{PACKAGE}.entry"                         # calls into the worker: entry.call(name, ...)
 
 
 def startup_import(module: str) -> str:

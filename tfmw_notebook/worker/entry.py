@@ -12,24 +12,24 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# entry name -> (module under tfmw_notebook.worker, function)
+# entry name -> (module under this package, by room, function)
 ENTRIES: dict[str, tuple[str, str]] = {
-    "describe_engine": ("handshake", "describe_engine"),
-    "bootstrap": ("bootstrap", "bootstrap"),
-    "versions": ("bootstrap", "versions"),
-    "run_cell": ("cell", "run_cell"),
-    "missing_names": ("cell", "missing_names"),
-    "missing_magics": ("cell", "missing_magics"),
-    "tensorboard_log_dirs": ("tensorboard_logs", "log_dirs"),
-    "restore_checkpoint": ("checkpointing", "restore_named"),
-    "weights_digest": ("checkpointing", "weights_digest"),
-    "collective_position": ("collectives", "position"),
-    "collective_probe": ("collectives", "probe"),
-    "diagnose_problem": ("diagnose", "problem"),
-    "diagnose_measure": ("diagnose", "measure"),
-    "diagnose_result": ("diagnose", "last_result"),
-    "trial_report": ("trial_report", "report"),
-    "receive_shards": ("shards", "receive"),
+    "describe_engine": ("boot.handshake", "describe_engine"),
+    "bootstrap": ("boot.bootstrap", "bootstrap"),
+    "versions": ("boot.bootstrap", "versions"),
+    "run_cell": ("cells.cell", "run_cell"),
+    "missing_names": ("cells.cell", "missing_names"),
+    "missing_magics": ("cells.cell", "missing_magics"),
+    "tensorboard_log_dirs": ("writes.tensorboard_logs", "log_dirs"),
+    "restore_checkpoint": ("writes.checkpointing", "restore_named"),
+    "weights_digest": ("writes.checkpointing", "weights_digest"),
+    "collective_position": ("liveness.collectives", "position"),
+    "collective_probe": ("liveness.collectives", "probe"),
+    "diagnose_problem": ("fits.diagnose", "problem"),
+    "diagnose_measure": ("fits.diagnose", "measure"),
+    "diagnose_result": ("fits.diagnose", "last_result"),
+    "trial_report": ("experiments.trial_report", "report"),
+    "receive_shards": ("data.shards", "receive"),
 }
 
 

@@ -162,7 +162,7 @@ LOSS = ("keras.ops.mean(keras.losses.binary_crossentropy("
 # discriminator batch is 64 fakes + 32 reals, fakes weighing 2/3 of its loss instead of 1/2.
 # Simulated so in one process (each batch's two halves, each with the step's 64 fakes and
 # its own label noise, discriminator gradients averaged): 0.70446, 15% off. On 2 workers
-# (2026-11-29, each worker its half of every batch, worker/loop_batches.py): 0.7044, what
+# (2026-11-29, each worker its half of every batch, worker/corrections/loop_batches.py): 0.7044, what
 # that simulation predicts, not one process's 0.6145. Decided: this is what the step means
 # on split batches (docs/custom-loops.md says so, and how to size the fakes from the batch);
 # the tolerance covers it, and the identical weights on both workers are still checked.

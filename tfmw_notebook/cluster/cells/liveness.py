@@ -1,7 +1,7 @@
 """Which workers have gone silent, or stalled, while a cell runs (pure; fed the
 published data).
 
-Each worker's heartbeat (worker/heartbeat.py) is a count that grows every second.
+Each worker's heartbeat (worker/liveness/heartbeat.py) is a count that grows every second.
 A rank whose count has not moved for the limit is silent: `silence` seconds, or more
 where the gaps between beats measured on these workers are longer (beat_jitter.py).
 The cell watch then looks at its process (worker_probe.py). One seen running is busy

@@ -158,7 +158,7 @@ class Recovery:
                 announce: bool = True) -> RestoreReport:
         """Replay the logged pushes and cells on fresh workers, quietly and in order.
 
-        Each replayed fit() gives back the state it ended with (worker/fit_state.py)
+        Each replayed fit() gives back the state it ended with (worker/fits/fit_state.py)
         and returns its History; a fit with no saved state trains again. A
         replayed cell that fails ends the restore there. `report`: filled in (else a new
         one); `announce`: print its line (else the caller says it).

@@ -2,7 +2,7 @@
 
 Each successful %%tfdist cell, each --push and each --shard since the workers last
 started is logged; a cell carries what each of its fit() calls ended with
-(History, and where that state can be read: see worker/fit_state.py), merged
+(History, and where that state can be read: see worker/fits/fit_state.py), merged
 over the ranks: the chief's History, every rank's own path. Pure, but for
 KeptState, which owns the directory those paths are in.
 """
@@ -27,7 +27,7 @@ class FitRecord:
     paths: tuple[str | None, ...]  # per rank
 
     def for_worker(self) -> dict:
-        """The form worker/fit_state.replay_fit reads."""
+        """The form worker/fits/fit_state.replay_fit reads."""
         return {"history": self.history, "params": self.params, "epoch": self.epoch,
                 "source": self.source, "paths": list(self.paths)}
 

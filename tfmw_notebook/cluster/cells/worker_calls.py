@@ -115,7 +115,7 @@ class WorkerCalls:
                                scope)
 
     def receive_shards(self, ids: list[int], tickets: list, timeout: float) -> list[dict]:
-        """Each worker builds its rows of a shard set (worker/shards.py)."""
+        """Each worker builds its rows of a shard set (worker/data/shards.py)."""
         return self.each("receive_shards", ids, [(ticket,) for ticket in tickets],
                          what="shard delivery", timeout=timeout)
 
@@ -126,7 +126,7 @@ class WorkerCalls:
         return self._one("missing_magics", engine_id, list(names))
 
     def trial_report(self, engine_id: int) -> dict:
-        """What the last cell's fits saw as a sweep's trial (worker/trial_report.py)."""
+        """What the last cell's fits saw as a sweep's trial (worker/experiments/trial_report.py)."""
         return self._one("trial_report", engine_id)
 
     def tensorboard_log_dirs(self, engine_id: int) -> list[str]:

@@ -1,7 +1,7 @@
 """Whether a worker whose heartbeat went silent still runs: busy, gone, stopped or
 out of reach.
 
-The heartbeat (worker/heartbeat.py) is a Python thread. A worker whose main thread
+The heartbeat (worker/liveness/heartbeat.py) is a Python thread. A worker whose main thread
 holds the GIL (a C call that keeps it, a long trace on a loaded machine) cannot beat,
 yet it is alive and will go on: it must not be taken for a lost one. So before a
 silent worker is called lost, its process is looked at:

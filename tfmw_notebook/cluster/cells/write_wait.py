@@ -1,7 +1,7 @@
 """Before workers are restarted, the chief's checkpoint write under way is let end.
 
 The chief writes the automatic checkpoints on a thread of its own while training goes
-on (worker/background_writes.py) and says when a write begins and ends. After an
+on (worker/writes/background_writes.py) and says when a write begins and ends. After an
 interrupt or a failure the notebook restarts the workers at once (busy in the cell,
 they get no signal): a write cut short then would lose an epoch the user saw saved.
 So the restart waits for it, bounded; a chief that died or was lost is not waited for,

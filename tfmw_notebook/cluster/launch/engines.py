@@ -46,7 +46,7 @@ _log = logging.getLogger("tfmw_notebook")
 _CONTROLLER_ARGS = ["--HeartMonitor.period=250", "--HeartMonitor.max_heartmonitor_misses=20",
                     "--IPController.use_threads=True"]
 _CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.cluster.launch.controller"]
-# Our engines: ipyparallel's, with TensorFlow's import begun at once (worker/engine_main.py).
+# Our engines: ipyparallel's, with TensorFlow's import begun at once (worker/boot/engine_main.py).
 _ENGINE_COMMAND = [sys.executable, "-m", worker_modules.ENGINE_MAIN]
 _PROBE_SECONDS = 3.0   # a connect to the controller that takes longer counts as no answer
 _SIGNAL_SECONDS = 5.0  # how long a nanny on another host gets to confirm a kill
@@ -119,7 +119,7 @@ class EngineGroup:
         """Start a controller and `n` local engines, all ended with this process.
 
         `environment`: set in each engine at launch; with it, engines start
-        importing TensorFlow at once (see worker/preimport.py). `network`: run the
+        importing TensorFlow at once (see worker/boot/preimport.py). `network`: run the
         engines inside it, reaching the controller over Unix sockets (the group
         owns it from here on and closes it when it stops). `standby`: spares to keep
         once the workers are up (`fill_standby`).
@@ -483,7 +483,7 @@ def _forget_unreachable(cluster: ipp.Cluster, unreachable: Collection[str]) -> N
     stop through one would wait for ssh to give up on its host (ServerAliveInterval x
     ServerAliveCountMax with a shared connection, else the TCP connect timeout, minutes by
     default), then fail anyway. Workers cut off from their controller while running a cell
-    end themselves (worker/controller_watch.py)."""
+    end themselves (worker/liveness/controller_watch.py)."""
     if not unreachable:
         return
     for engine_set in cluster.engines.values():

@@ -1,4 +1,4 @@
-"""The fork server a cluster's engines come from (worker/engine_forkserver.py), seen from
+"""The fork server a cluster's engines come from (worker/boot/engine_forkserver.py), seen from
 the notebook: started with the cluster, as its engines would be (same command prefix and
 environment), replaced when their network or environment changes, ended with it.
 

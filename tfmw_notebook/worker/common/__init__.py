@@ -1,0 +1,1 @@
+"""What every room uses: guarded patches, import hooks, versions, identity, the strategy."""

@@ -1,0 +1,1 @@
+"""Corrections to TensorFlow and Keras: code written for one process runs on every worker."""

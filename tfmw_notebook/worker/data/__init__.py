@@ -1,0 +1,1 @@
+"""The rows a worker holds (`--shard`) and the input pipelines it frees."""

@@ -1,0 +1,1 @@
+"""Experiment trackers and sweeps on the workers: one run, the chief's."""

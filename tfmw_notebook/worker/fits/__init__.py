@@ -1,0 +1,1 @@
+"""What every Keras fit gets: hooks, callbacks, exact resume, preemption, the diagnosis."""

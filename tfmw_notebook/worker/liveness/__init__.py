@@ -1,0 +1,1 @@
+"""What the notebook hears while a cell runs: heartbeats, events, where a worker is."""

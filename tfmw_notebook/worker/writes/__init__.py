@@ -1,0 +1,1 @@
+"""Files the workers write: only the chief's count, checkpoints, snapshots, logs."""
