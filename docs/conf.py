@@ -33,7 +33,8 @@ nitpick_ignore_regex = [
     ("py:class", r"(Callable|Any|Literal|Iterator|Iterable|Sequence|Mapping)"),
     # The package's internals that appear in public signatures; not part of the API.
     ("py:class", r"(tfmw_notebook\.[\w.]+\.)?(WorkerAccess|EngineGroup|GpusPerWorker|Addressing"
-                 r"|CellSource|FitState|Sweeps|SweepTarget|RunHistory|Restarts|RestoreReport)"),
+                 r"|CellSource|FitState|Sweeps|SweepTarget|RunHistory|Restarts|RestoreReport"
+                 r"|CellRunning)"),
 ]
 
 autodoc_member_order = "bysource"

@@ -1,7 +1,7 @@
 """TFCluster: the Python API under the magics.
 
 Starts or attaches an ipyparallel engine group and turns each engine into one
-TensorFlow worker (worker_setup.py), runs cells on all of them (cell_watch.py),
+TensorFlow worker (worker_setup.py), runs cells on all of them (cell_running.py),
 and after a failure keeps the workers or brings the whole group back with its
 state (recovery.py), because the others would stay blocked in their
 collectives forever.
@@ -10,31 +10,24 @@ collectives forever.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from ..errors import BadArgument, WorkerFailed
+from ..errors import BadArgument
 from ..protocol.checkpoints import DEFAULT_ROOT
 from ..protocol.devices import AUTO, GpusPerWorker, check_gpus_per_worker, devices_line
-from ..protocol.run_options import CellOptions, FitState
 from ..protocol.tempdirs import remove_worker_tempdir
 from ..protocol.tfconfig import KERAS_VERSIONS, EngineReport, launch_environment
+from .cell_running import CellRunning
 from .cells.beat_jitter import BeatJitter
-from .cells.cell_syntax import CellSource, checked_source
-from .cells.cell_watch import CellWatch, RunResult
-from .cells.recovery import Recovery, notice
+from .cells.cell_watch import RunResult
 from .cells.restarts import Restarts
-from .cells.run_settings import RunSettings
 from .cells.shrink import unreachable_names
-from .cells.state_log import KeptState, RestoreReport, merge_fit_records
-from .cells.worker_calls import diagnose_cell
-from .diagnosis import Diagnosis, WorkerTimings
-from .function_calls import run_function
+from .cells.state_log import KeptState, RestoreReport
 from .launch import host_capacity
 from .launch.engines import EngineGroup, is_this_host, pid_alive
 from .launch.limits import DEFAULT_TIMEOUT, SILENCE_SECONDS
 from .launch.private_network import network_for_workers
-from .runs.run_history import RunHistory, metrics_of
+from .runs.run_history import RunHistory
 from .runs.runs import Runs, list_runs
 from .runs.sweep_trials import Sweeps
 from .worker_access import WorkerAccess
@@ -42,7 +35,6 @@ from .worker_setup import Addressing, make_workers
 
 COMMUNICATIONS = ("auto", "ring", "nccl")
 DEFAULT_KERAS = 2   # tf.keras is tf-keras, `import keras` Keras 3: see docs/keras.md
-DEFAULT_STEPS = 20   # steps each part of `diagnose` is timed over
 # After one rank raised, how long the others get to finish before they are taken
 # to be blocked in a collective (then the group is restarted).
 ERROR_GRACE = 3.0
@@ -64,7 +56,7 @@ class RemoteValue:
         return self._data.get("text/plain", "")
 
 
-class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
+class TFCluster(CellRunning, Restarts, RunHistory, WorkerAccess, Sweeps):
     """A group of TensorFlow workers, one per ipyparallel engine.
 
     >>> with TFCluster.start(2) as cluster:
@@ -195,69 +187,11 @@ class TFCluster(Restarts, RunHistory, WorkerAccess, Sweeps):
         """Seconds a running worker may go without a beat before it is looked at."""
         return self.beat_jitter.threshold(self.silence)
 
-    # -- running cells --------------------------------------------------------
+    # -- running cells (run, run_once, diagnose: cell_running.py) -------------
 
     @property
     def size(self) -> int:
         return len(self.workers)
-
-    def run(self, source: str | CellSource | Callable, *args,
-            settings: RunSettings | None = None, **kwargs) -> Any:
-        """Run a cell's code (returns a RunResult) or `fn(*args, **kwargs)` (returns the chief's
-        value: function_calls.py) on every worker inside the strategy's scope, as `settings`
-        say; WorkerFailed after keeping or restarting the workers (recovery.py)."""
-        if callable(source):
-            return run_function(self, source, args, kwargs, _settings(settings, {}))
-        settings = _settings(_code_settings(args, settings), kwargs)
-        self._require_workers()
-        return self._run_cell(checked_source(source), settings)
-
-    def _run_cell(self, cell: CellSource, settings: RunSettings) -> RunResult:
-        restore = self.restore_state if settings.restore is None else settings.restore
-        restarts = 0
-        while True:
-            try:
-                result = self.run_once(cell.text, settings, self.kept.next_cell())
-            except WorkerFailed as attempt:
-                # --max-restarts needs the earlier cells' names to run this one again.
-                failure = Recovery(self).recover(
-                    attempt, replay=restore or settings.max_restarts > 0)
-                if not (failure.recovered and failure.retryable
-                        and restarts < settings.max_restarts):
-                    raise failure from None
-                restarts += 1
-                notice(f"tfdist: restart {restarts} of {settings.max_restarts} after: "
-                       f"{failure.summary}; running the cell again")
-                continue
-            if settings.record:
-                self.state_log.add_cell(cell.text, merge_fit_records(result.fits))
-            self._history = metrics_of(result) or self._history
-            return result
-
-    def run_once(self, source: str, settings: RunSettings, state: FitState) -> RunResult:
-        """One attempt of a cell: its result, or WorkerFailed (no recovery here)."""
-        watch = CellWatch(self.calls, self.workers, settings, self.error_grace,
-                          silence=self.silence, jitter=self.beat_jitter)
-        self._running = source.strip().splitlines()[0][:60] if source.strip() else ""
-        try:
-            return watch.run(source, state)
-        finally:
-            self._running = None
-
-    def diagnose(self, *, model: str | None = None, data: str | None = None,
-                 batch_size: int | None = None, steps: int = DEFAULT_STEPS) -> Diagnosis:
-        """Where a training step's time goes, measured on the workers (diagnosis.py):
-        for the model and data of the last fit(), or the workers' variables named."""
-        self._require_workers()
-        _check_diagnose_arguments(model, data, batch_size, steps)
-        problem = self.calls.diagnose_problem(self.chief_id, model, data)
-        if problem:
-            raise BadArgument(problem)
-        self.run(diagnose_cell(model, data, batch_size, steps), want_display=False,
-                 record=False, options=CellOptions())
-        rows = self.calls.diagnose_results([w.engine_id for w in self.workers])
-        return Diagnosis(tuple(WorkerTimings.from_worker(rank, row)
-                               for rank, row in enumerate(rows)))
 
     def runs(self, root: str = DEFAULT_ROOT) -> Runs:
         """The recorded runs under `root` (one per fit of a %%tfdist cell), from disk."""
@@ -320,41 +254,6 @@ def _end_for_good(group: EngineGroup, workers: list[EngineReport]) -> None:
     for worker in workers:   # also of those a launcher's SIGKILL ended
         if is_this_host(worker.host):
             remove_worker_tempdir(worker.pid)
-
-
-def _code_settings(args: tuple, settings: RunSettings | None) -> RunSettings | None:
-    """`cluster.run(source, settings)` or `cluster.run(source, settings=...)`."""
-    if len(args) > 1 or (args and settings is not None):
-        raise BadArgument("cluster.run(source, settings): give `settings` once; "
-                          "arguments are for a function: cluster.run(fn, *args, **kwargs)")
-    return args[0] if args else settings
-
-
-def _settings(settings: RunSettings | None, fields: dict) -> RunSettings:
-    if settings is not None and fields:
-        raise BadArgument(f"give either `settings` or its fields ({', '.join(fields)}), "
-                          "not both")
-    if settings is None:
-        try:
-            return RunSettings(**fields)
-        except TypeError as exc:  # a keyword RunSettings does not have
-            raise BadArgument(f"{exc}; the fields are those of RunSettings") from None
-    if not isinstance(settings, RunSettings):
-        raise BadArgument(f"Invalid value for argument `settings`. Received: "
-                          f"settings={settings!r}. Expected a RunSettings")
-    return settings
-
-
-def _check_diagnose_arguments(model, data, batch_size, steps) -> None:
-    for name, value in (("model", model), ("data", data)):
-        if value is not None and not (isinstance(value, str) and value.isidentifier()):
-            raise BadArgument(f"Invalid value for argument `{name}`. Received: {name}={value!r}. "
-                              "Expected the name of a variable on the workers")
-    for name, value in (("batch_size", batch_size), ("steps", steps)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value < 1):
-            raise BadArgument(f"Invalid value for argument `{name}`. Received: {name}={value!r}. "
-                              "Expected an integer >= 1")
 
 
 def _check_settings(n, timeout, communication, gpus_per_worker, keras, standby=0) -> None:

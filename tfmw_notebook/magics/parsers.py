@@ -128,7 +128,23 @@ def _line_parser() -> Parser:
     parser = Parser(prog="tfdist", description=(
         "Multi-worker TensorFlow on ipyparallel engines. As a cell magic (%%tfdist) it runs "
         "the cell on every worker inside the shared MultiWorkerMirroredStrategy's scope."))
+    # The commands in the order `%tfdist?` and the error for an unknown one list them.
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_start_command(commands)
+    _add_attach_command(commands)
+    commands.add_parser("status", help="one line per worker: rank, host, pid, alive")
+    commands.add_parser("history", help="the last training cell's metrics (per worker, merged)")
+    _add_switches(commands)
+    _add_checkpoints_command(commands)
+    _add_insight_commands(commands)
+    _add_runs_command(commands)
+    _add_tracking_command(commands)
+    _add_restart_commands(commands)
+    commands.add_parser("stop", help="end every process the cluster started")
+    return parser
+
+
+def _add_start_command(commands) -> None:
     start = commands.add_parser("start", help="start N local engines, one worker each")
     start.add_argument("-n", "--workers", type=count, default=2, metavar="N",
                        help="number of workers (default 2)")
@@ -140,23 +156,27 @@ def _line_parser() -> Parser:
     start.add_argument("--no-isolation", action="store_true",
                        help="run the workers on this machine's network: their TensorFlow "
                             "ports (no authentication) are then open to other machines")
-    _add_attach_command(commands)
-    commands.add_parser("status", help="one line per worker: rank, host, pid, alive")
-    commands.add_parser("history", help="the last training cell's metrics (per worker, merged)")
-    _add_switches(commands)
+
+
+def _add_checkpoints_command(commands) -> None:
     picker = commands.add_parser("checkpoints", help="pick a checkpoint: compare, restore on "
                                  "the workers, resume from, load here, delete")
     picker.add_argument("directory", nargs="?", default=None,
                         help="a run directory (default: the last run of this session, "
                              "else the newest under ./tfdist_checkpoints)")
-    _add_insight_commands(commands)
+
+
+def _add_runs_command(commands) -> None:
     runs = commands.add_parser("runs", help="compare the recorded runs (one per fit of a "
                                "%%tfdist cell): a table, their curves, their checkpoints")
     runs.add_argument("--delete", metavar="NAME", default=None,
                       help="delete run NAME: its record and its checkpoints")
     runs.add_argument("--root", metavar="DIR", default=None,
                       help="where the runs are (default ./tfdist_checkpoints)")
-    _add_tracking_command(commands)
+
+
+def _add_restart_commands(commands) -> None:
+    """restart and resize: new worker processes in place of the old."""
     restart = commands.add_parser("restart", help="fresh engine processes, same size; "
                                   "variables are reset (with --keras: replayed)")
     restart.add_argument("--keras", type=_keras_version, default=None, metavar="3|2",
@@ -166,8 +186,6 @@ def _line_parser() -> Parser:
                                  "the same state (the cells run so far are replayed)")
     resize.add_argument("-n", "--workers", type=count, required=True, metavar="N",
                         help="the number of workers from now on")
-    commands.add_parser("stop", help="end every process the cluster started")
-    return parser
 
 
 def _add_switches(commands) -> None:
