@@ -14,8 +14,8 @@ PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
                        "tfmw_notebook")
 ROOMS = {"protocol", "cluster", "magics", "widgets", "worker"}
 TOP_LEVEL_MODULES = {"__init__.py", "errors.py"}
-LONGEST_FUNCTION = 50
-LONGEST_CLASS = 250
+LONGEST_FUNCTION = 40
+LONGEST_CLASS = 200
 
 
 def _sources():

@@ -383,19 +383,7 @@ def share_global_seed_generator() -> bool:
     def wrap(original: Callable) -> Callable:
         import tensorflow as tf
 
-        generator: Any = _keras("random.seed_generator", "SeedGenerator")
-        guarded_patches.method(generator, "next", "ordered")
-
-        class ReplicaSeedGenerator(generator):
-            """One state for every replica; each replica draws its own seed from it."""
-
-            def next(self, ordered=True):
-                seed = super().next(ordered=ordered)
-                replica = tf.distribute.get_replica_context()
-                if replica is None:
-                    return seed
-                return tf.random.experimental.stateless_fold_in(
-                    seed, replica.replica_id_in_sync_group)
+        replica_generator = _replica_seed_generator()
 
         def global_seed_generator():
             if (tf.distribute.in_cross_replica_context()
@@ -403,7 +391,7 @@ def share_global_seed_generator() -> bool:
                 return original()
             if not shared:
                 with tf.init_scope():
-                    shared.append(ReplicaSeedGenerator(name="global_seed_generator"))
+                    shared.append(replica_generator(name="global_seed_generator"))
             return shared[0]
         return global_seed_generator
 
@@ -412,6 +400,28 @@ def share_global_seed_generator() -> bool:
                     where="keras.src.random.seed_generator",
                     risk="an unseeded keras.random draw in a Keras 3 step may fail on the "
                          "workers ('tf.function only supports singleton tf.Variables')")
+
+
+def _replica_seed_generator() -> type:
+    """Keras' SeedGenerator whose draws in a replica fold in the replica's number."""
+    import tensorflow as tf
+
+    generator: Any = _keras("random.seed_generator", "SeedGenerator")
+    guarded_patches.method(generator, "next", "ordered")
+
+    class ReplicaSeedGenerator(generator):
+        """One state for every replica; each replica draws its own seed from it."""
+
+        def next(self, ordered=True):
+            seed = super().next(ordered=ordered)
+            replica = tf.distribute.get_replica_context()
+            if replica is None:
+                return seed
+            return tf.random.experimental.stateless_fold_in(
+                seed, replica.replica_id_in_sync_group)
+
+    return ReplicaSeedGenerator
+
 
 CORRECTIONS: dict[str, Callable[[], bool]] = {
     "build_from_local_batch": build_from_local_batch,

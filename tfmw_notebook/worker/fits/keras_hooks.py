@@ -144,39 +144,17 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
     def wrapper(self, *args, **kwargs):
         # fit() validates by calling evaluate(): that inner call gets nothing more, nor does
         # a model built under another strategy (it trains on this worker alone).
-        outermost = _worker.depth == 0 and not other_strategy_scope.trains_apart(self)
-        state_dir = _cell.state.state_dir if outermost and training else None
-        if outermost and training:
+        if _worker.depth or other_strategy_scope.trains_apart(self):
+            return _inner_call(method, self, args, kwargs)
+        state_dir = _cell.state.state_dir if training else None
+        if training:
             _note_fit(self, args, kwargs, positions)
-        if outermost and training and _cell.state.replay is not None:
-            record = _next_replay_record(_cell.state.replay)
+            record = (_next_replay_record(_cell.state.replay)
+                      if _cell.state.replay is not None else None)
             if record is not None:
                 return fit_state.replay_fit(self, record, rank=_worker.rank)
-        extra = []
-        if outermost and len(args) <= positions["callbacks"]:  # else: positional callbacks
-            extra = _extra_callbacks(self, kwargs, args, positions, training)
-            if extra:
-                kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
-        if outermost and sharded_fit.applies(_argument("x", args, kwargs, positions)):
-            args, kwargs = (), _keywords(args, kwargs, positions)   # the workers' own rows?
-            sharded_fit.rewrite(kwargs, training=training)
-        _worker.depth += 1
-        try:
-            if outermost:
-                with _around_outermost(self, args, kwargs, positions, training):
-                    result = method(self, *args, **kwargs)
-            else:
-                result = method(self, *args, **kwargs)
-        except BaseException:
-            if state_dir is not None:
-                _cell.records.append(fit_state.failed_fit_record())
-            if outermost and training:
-                _fit_ended(raised=True)
-            raise
-        finally:
-            _worker.depth -= 1
-        if outermost and training:
-            _fit_ended(raised=False)
+        args, kwargs, extra = _prepared(self, args, kwargs, positions, training)
+        result = _outermost_call(method, self, args, kwargs, positions, training, state_dir)
         if state_dir is not None:   # the cluster keeps what this fit ended with
             _record_fit(self, result, extra, state_dir)
         return result
@@ -184,6 +162,49 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
     # A function takes attributes; mypy's view of what functools.wraps returns does not.
     setattr(wrapper, _WRAPPED, True)
     return wrapper
+
+
+def _inner_call(method: Callable[..., Any], model, args: tuple, kwargs: dict) -> Any:
+    _worker.depth += 1
+    try:
+        return method(model, *args, **kwargs)
+    finally:
+        _worker.depth -= 1
+
+
+def _prepared(model, args: tuple, kwargs: dict, positions: dict,
+              training: bool) -> tuple[tuple, dict, list]:
+    """The outermost call's arguments with this worker's callbacks added (none when the
+    call passed its callbacks positionally) and a `--shard`'s rows put in: (args, kwargs,
+    the callbacks added)."""
+    extra = []
+    if len(args) <= positions["callbacks"]:
+        extra = _extra_callbacks(model, kwargs, args, positions, training)
+        if extra:
+            kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + extra
+    if sharded_fit.applies(_argument("x", args, kwargs, positions)):
+        args, kwargs = (), _keywords(args, kwargs, positions)   # the workers' own rows
+        sharded_fit.rewrite(kwargs, training=training)
+    return args, kwargs, extra
+
+
+def _outermost_call(method: Callable[..., Any], model, args: tuple, kwargs: dict,
+                    positions: dict, training: bool, state_dir: str | None) -> Any:
+    _worker.depth += 1
+    try:
+        with _around_outermost(model, args, kwargs, positions, training):
+            result = method(model, *args, **kwargs)
+    except BaseException:
+        if state_dir is not None:
+            _cell.records.append(fit_state.failed_fit_record())
+        if training:
+            _fit_ended(raised=True)
+        raise
+    finally:
+        _worker.depth -= 1
+    if training:
+        _fit_ended(raised=False)
+    return result
 
 
 @contextlib.contextmanager
@@ -285,13 +306,7 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
     options = _cell.options
     keras = keras_flavour.keras_package(model)
     ours = keras_callbacks(keras)
-    extra: list[Any] = []
-    if options.report and _worker.publisher is not None:
-        extra.append(ours.reporting(
-            _worker.publisher, samples_per_step=_samples_per_step(args, kwargs, positions)))
-        user_chose_verbose = "verbose" in kwargs or len(args) > positions["verbose"]
-        if options.quiet_progress and not user_chose_verbose:
-            kwargs["verbose"] = 0
+    extra = _reporting(ours, kwargs, args, positions)
     if not training:
         return extra
     _cell.fits += 1
@@ -304,20 +319,35 @@ def _extra_callbacks(model, kwargs: dict, args: tuple, positions: dict, training
                                        for c in _callbacks(args, kwargs, positions)):
         extra.append(keras.callbacks.TensorBoard(log_dir=options.tensorboard))
     if options.backup is not None:
-        backup = _backup(model, options.backup)
-        extra.append(backup)
-        extra.append(ours.resume_point())   # after the backup loaded: Keras 3 at its step
-        extra.append(ours.resume_notice(is_chief=_worker.is_chief))
-        if options.backup.grace is not None:   # a SIGTERM backs up at the next agreed step
-            extra.append(ours.preemption_save(
-                backup, grace=options.backup.grace, rank=_worker.rank,
-                world_size=_worker.world_size))
+        extra += _backup_callbacks(model, ours, options.backup)
     if _cell.policy is not None:
         extra.append(ours.checkpoint_saver(
             policy=_cell.policy, rank=_worker.rank, is_chief=_worker.is_chief,
             world_size=_worker.world_size))
     if options.trial is not None:   # a sweep's trial: its metric per epoch, median pruning
         extra.append(ours.trial_monitor(options.trial, world_size=_worker.world_size))
+    return extra
+
+
+def _reporting(ours, kwargs: dict, args: tuple, positions: dict) -> list:
+    """The dashboard's callback, with Keras' own progress bar quieted unless asked for."""
+    if not _cell.options.report or _worker.publisher is None:
+        return []
+    user_chose_verbose = "verbose" in kwargs or len(args) > positions["verbose"]
+    if _cell.options.quiet_progress and not user_chose_verbose:
+        kwargs["verbose"] = 0
+    return [ours.reporting(_worker.publisher,
+                           samples_per_step=_samples_per_step(args, kwargs, positions))]
+
+
+def _backup_callbacks(model, ours, options) -> list:
+    """The automatic backup, then what puts a resumed fit at its step and says so, and
+    (with `--grace`) the save a SIGTERM asks for at the next step every worker agrees on."""
+    backup = _backup(model, options)
+    extra = [backup, ours.resume_point(), ours.resume_notice(is_chief=_worker.is_chief)]
+    if options.grace is not None:
+        extra.append(ours.preemption_save(backup, grace=options.grace, rank=_worker.rank,
+                                          world_size=_worker.world_size))
     return extra
 
 
