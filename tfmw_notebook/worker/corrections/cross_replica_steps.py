@@ -351,11 +351,9 @@ def keras3_metric_state(keras: Any) -> None:
     parts would add up again)."""
 
     def variable() -> Any:
-        from keras.src.backend.tensorflow import core
-
         for name in ("assign_add", "assign_sub"):
-            guarded_patches.method(core.Variable, name, "value")
-        return core.Variable
+            guarded_patches.method(_keras3_variable(), name, "value")
+        return _keras3_variable()
 
     def change(original: Callable) -> Callable:
         name = original.__name__
@@ -416,10 +414,8 @@ def keras3_mean_writes(keras: Any) -> None:
     workers first. Each worker computed the statistics of its own rows, and the write goes to
     its own copy: measured, the moving statistics of a split loop differed between workers."""
     def variable() -> Any:
-        from keras.src.backend.tensorflow import core
-
-        guarded_patches.method(core.Variable, "assign", "value")
-        return core.Variable
+        guarded_patches.method(_keras3_variable(), "assign", "value")
+        return _keras3_variable()
 
     def wrap(original: Callable) -> Callable:
         def assign(self, value):
@@ -439,6 +435,14 @@ def keras3_mean_writes(keras: Any) -> None:
         lambda cls: _set(cls, "assign", wrap),
         risk="a Keras 3 BatchNormalization's moving statistics in a training step written for "
              "one process differ between the workers", library="keras")
+
+
+def _keras3_variable() -> type:
+    """Keras 3's TensorFlow Variable class, from where every 3.x exports it (its module moved:
+    backend/tensorflow/core.py until 3.15, backend/tensorflow/ops/core.py in 3.16)."""
+    from keras.src.backend import tensorflow as backend
+
+    return backend.Variable
 
 
 def install() -> None:
