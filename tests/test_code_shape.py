@@ -106,27 +106,17 @@ def _imported(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
     return [target] + [f"{target}.{alias.name}" for alias in node.names]
 
 
-def _under_type_checking(tree: ast.AST) -> set[int]:
-    """Line numbers inside `if TYPE_CHECKING:` blocks (never imported at run time)."""
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            lines.update(range(node.lineno, node.end_lineno + 1))
-    return lines
-
-
 def _import_graph() -> dict[str, set[str]]:
     trees = {_module_name(path): (path.endswith("__init__.py"), tree)
              for path, tree in _sources()}
     graph: dict[str, set[str]] = {}
     for module, (is_package, tree) in trees.items():
-        skipped = _under_type_checking(tree)
         graph[module] = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.lineno not in skipped:
+            if isinstance(node, ast.ImportFrom):
                 graph[module].update(name for name in _imported(module, is_package, node)
                                      if name in trees and name != module)
-            elif isinstance(node, ast.Import) and node.lineno not in skipped:
+            elif isinstance(node, ast.Import):
                 graph[module].update(alias.name for alias in node.names if alias.name in trees)
     return graph
 
@@ -164,9 +154,8 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_no_modules_import_each_other_in_a_circle():
-    """Imports inside functions count: a circle is one whichever line runs first.
-    A package's __init__ importing its own modules is not a circle of meaning, and the
-    package has none that do."""
+    """Imports inside functions and those for type checking only count too: a circle is
+    one whichever line runs first, and for a reader either way."""
     assert _circles(_import_graph()) == []
 
 

@@ -9,7 +9,7 @@ sets the workers and what a watch is tuned with.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from ..errors import BadArgument, WorkerFailed
 from ..protocol.run_options import CellOptions, FitState
@@ -25,9 +25,6 @@ from .cells.worker_calls import WorkerCalls, diagnose_cell
 from .diagnosis import Diagnosis, WorkerTimings
 from .function_calls import run_function
 from .runs.run_history import metrics_of
-
-if TYPE_CHECKING:
-    from .tfcluster import TFCluster
 
 DEFAULT_STEPS = 20   # steps each part of `diagnose` is timed over
 
@@ -47,6 +44,8 @@ class CellRunning:
     chief_id: int
     state_log: StateLog
     _require_workers: Callable[[], None]
+    push: Callable[[dict[str, Any]], None]
+    pull: Callable[..., dict[str, Any]]
 
     def run(self, source: str | CellSource | Callable, *args,
             settings: RunSettings | None = None, **kwargs) -> Any:
@@ -54,8 +53,7 @@ class CellRunning:
         value: function_calls.py) on every worker inside the strategy's scope, as `settings`
         say; WorkerFailed after keeping or restarting the workers (recovery.py)."""
         if callable(source):
-            return run_function(cast("TFCluster", self),   # the class this is a base of
-                                source, args, kwargs, _settings(settings, {}))
+            return run_function(self, source, args, kwargs, _settings(settings, {}))
         settings = _settings(_code_settings(args, settings), kwargs)
         self._require_workers()
         return self._run_cell(checked_source(source), settings)

@@ -14,16 +14,22 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ipyparallel.serialize import serialize_object
 
 from ..errors import BadArgument, remote_summary
-from .cells.cell_syntax import checked_source
+from .cells.cell_syntax import CellSource, checked_source
 from .cells.run_settings import RunSettings
 
-if TYPE_CHECKING:
-    from .tfcluster import TFCluster
+
+class FunctionRunner(Protocol):
+    """What a function's run needs of the cluster (TFCluster has it)."""
+
+    def _require_workers(self) -> None: ...
+    def push(self, namespace: dict[str, Any]) -> None: ...
+    def pull(self, names: list[str], rank: int = 0) -> dict[str, Any]: ...
+    def _run_cell(self, cell: CellSource, settings: RunSettings) -> Any: ...
 
 RESULT_NAME = "_tfdist_result"
 _numbers = itertools.count(1)
@@ -62,7 +68,7 @@ def is_serialization_error(exc: BaseException) -> bool:
     return name in ("PicklingError", "TypeError", "AttributeError") or "pickl" in text
 
 
-def run_function(cluster: TFCluster, fn: Callable, args: tuple, kwargs: dict,
+def run_function(cluster: FunctionRunner, fn: Callable, args: tuple, kwargs: dict,
                  settings: RunSettings) -> Any:
     """`cluster.run(fn, *args, **kwargs)`: the chief's return value."""
     cluster._require_workers()
