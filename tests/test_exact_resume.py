@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import time
 
 import pytest
 
@@ -66,16 +67,18 @@ def kernel(tmp_path_factory):
         yield session
 
 
-def trained(kernel, tmp_path, *, kind, kills=(), keras=2, ranks=None, signals=None):
-    """The fit's result on every worker (they agree) and the cell's output."""
+def trained(kernel, tmp_path, *, kind, kills=(), keras=2, ranks=None, signals=None,
+            backup_every=10):
+    """The fit's result on every worker (they agree) and the cell's output; preemption
+    is on by default (--grace unset); `backup_every` None: a backup each epoch."""
     marks = tmp_path / f"marks-{keras}-{kind}-{'-'.join(map(str, kills)) or 'none'}"
     marks.mkdir()
     ranks = list(ranks) if ranks is not None else [1] * len(kills)
     signals = list(signals) if signals is not None else ["SIGKILL"] * len(kills)
     kernel.ok(f"%%tfdist\nKERAS = {keras}\nKILLS = {list(kills)!r}\nRANKS = {ranks!r}\n"
               f"SIGNALS = {signals!r}\nMARKS = {str(marks)!r}\n" + SETUP)
-    grace = "--grace 25 " if "SIGTERM" in signals else ""
-    out = kernel.execute(f"%%tfdist --max-restarts 3 --backup-every 10 {grace}"
+    every = f"--backup-every {backup_every} " if backup_every else ""
+    out = kernel.execute(f"%%tfdist --max-restarts 3 {every}"
                          f"--checkpoint-dir {tmp_path / 'run'}\nresult = fit({kind!r})",
                          timeout=400)
     assert out.status == "ok", out.error_text + out.stderr
@@ -134,3 +137,68 @@ def test_a_preempted_worker_backs_up_at_its_step_and_the_fit_resumes_there(
     assert (f"resumed from the automatic backup: epoch {step // 10 + 1}, step {step}"
             in out.stdout), out.stdout
     assert resumed["sha256"] == undisturbed["sha256"]
+
+
+@pytest.mark.parametrize("keras", [2, 3])
+def test_a_preemption_in_the_last_epoch_of_a_finite_pipeline_resumes_at_its_step(
+        kernel, tmp_path, keras):
+    """The default backup (each epoch) and a pipeline that ends each epoch (16 batches, no
+    repeat()): SIGTERM to worker 1 at step 70, in the last of 5 epochs. tf-keras read
+    the mid-epoch backup as the epoch's end: the resumed fit started past its last
+    epoch and its input replay failed ('generator raised StopIteration', the cancelled
+    Slurm job's failure; at an earlier epoch it skipped the epoch's rest). Now the
+    restored optimizer's step puts it at epoch 5, batch 7 of 16."""
+    kernel.ok("%%tfdist\nfrom tfmw_notebook.worker.fits import keras_preemption\n"
+              "keras_preemption.BUDGET = 1.0")   # a check about every step
+    undisturbed, _ = trained(kernel, tmp_path, kind="epochs", keras=keras, backup_every=None)
+    resumed, out = trained(kernel, tmp_path, kind="epochs", kills=[70], keras=keras,
+                           signals=["SIGTERM"], backup_every=None)
+    stopped = re.search(r"every worker backed up at step (\d+)", out.stderr)
+    assert stopped and 70 <= int(stopped[1]) < 80, out.stderr
+    step = int(stopped[1])
+    assert (f"resumed from the automatic backup: epoch 5, step {step}" in out.stdout), \
+        out.stdout
+    assert "its input goes on where it was" in out.stdout, out.stdout
+    assert resumed["step"] == undisturbed["step"] == 80
+    assert resumed["sha256"] == undisturbed["sha256"]
+
+
+def test_a_sigterm_after_the_fit_lets_the_cell_end_and_the_next_cell_restores(
+        kernel, tmp_path):
+    """SIGTERM to worker 1 after its fit returned, in the same cell (no step left to back
+    up at). Before, the worker ended at once: the cell failed and its --max-restarts
+    rerun trained the finished fit again from its first step (its backup deleted at its
+    end). Now the cell runs through, says the worker was preempted, the worker ends at
+    the grace period's end, and the next cell restarts the workers with the fit's state
+    restored, not trained again."""
+    undisturbed, _ = trained(kernel, tmp_path, kind="dataset")
+    marker = str(tmp_path / "sigterm-after-fit")
+    out = kernel.execute(
+        f"%%tfdist --max-restarts 3 --grace 3 --checkpoint-dir {tmp_path / 'after'}\n"
+        f"result = fit('dataset')\n"
+        f"if tfdist.rank == 1 and not os.path.exists({marker!r}):\n"
+        f"    open({marker!r}, 'w').close()\n    os.kill(os.getpid(), signal.SIGTERM)\n"
+        f"import time\ntime.sleep(0.5)\nos.getpid()", timeout=300)
+    assert out.status == "ok", out.error_text + out.stderr
+    assert "restart 1 of 3" not in out.stderr, out.stderr
+    assert "[worker 1] tfdist: this worker was asked to stop (SIGTERM" in out.stderr, out.stderr
+    pids = "from tfmw_notebook import active_cluster as _a\nprint(json.dumps([r['alive'] " \
+           "for r in _a().status()]))"
+    deadline = time.monotonic() + 60
+    while json.loads(kernel.ok("import json\n" + pids).stdout.strip().splitlines()[-1]) \
+            != [True, False]:
+        assert time.monotonic() < deadline, "worker 1 did not end after its grace period"
+        time.sleep(1)
+    again = kernel.execute("%%tfdist --max-restarts 1\nresult", timeout=300)
+    assert again.status == "ok", again.error_text + again.stderr
+    # The finished fits come back restored, not trained again (the rerun would say
+    # "resumed from the automatic backup" or train from its first step).
+    assert re.search(r"restored \d+ cells in", again.stdout + again.stderr), \
+        again.stdout + again.stderr
+    assert "resumed from the automatic backup" not in again.stdout, again.stdout
+    assert "trained again" not in again.stdout + again.stderr, again.stdout + again.stderr
+    results = kernel.ok("import json\nfrom tfmw_notebook.magics.session import "
+                        "active_cluster as _c\nprint(json.dumps([_c().pull(['result'], "
+                        "rank=r)['result'] for r in range(2)]))").stdout.strip()
+    chief, other = [json.loads(r) for r in json.loads(results.splitlines()[-1])]
+    assert chief == other == undisturbed

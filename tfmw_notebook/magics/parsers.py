@@ -44,6 +44,11 @@ seconds = _number(float, "seconds", "seconds > 0", lambda value: value > 0)
 finite_seconds = _number(float, "seconds", "seconds > 0", lambda value: 0 < value < math.inf)
 
 
+def grace_seconds(text: str) -> float | None:
+    """`--grace`: seconds > 0, or `off` (a SIGTERM ends a worker at once)."""
+    return None if text.strip().lower() == "off" else finite_seconds(text)
+
+
 # A usage longer than this is cut short in an error (the cell magic's has 30 options).
 USAGE_WIDTH = 160
 
@@ -337,10 +342,13 @@ def _add_saving_options(saving) -> None:
     saving.add_argument("--backup-every", type=_backup_frequency, default="epoch",
                         metavar="epoch|STEPS",
                         help="how often the automatic backup is written (with --max-restarts)")
-    saving.add_argument("--grace", type=finite_seconds, default=DEFAULT_GRACE, metavar="S",
+    saving.add_argument("--grace", type=grace_seconds, default=DEFAULT_GRACE,
+                        metavar="S|off",
                         help="a worker sent SIGTERM (a preemption) mid-fit: every worker backs "
                              "up at the next agreed step within S seconds, then the cell "
-                             "resumes there (with --max-restarts)")
+                             "resumes there (with --max-restarts; default 25, under the 30 s "
+                             "a Slurm job or spot VM gets before SIGKILL; off: it ends at "
+                             "once)")
     saving.add_argument("--resume-from", metavar="latest|PATH", default=None,
                         help="restore this checkpoint before the first fit() and continue "
                              "from its epoch")

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 MONITOR_MODES = ("auto", "min", "max")
-# Under Slurm's default KillWait and a spot VM's notice, both 30 s: room to save and exit.
-# Off until a resumed input can be replayed past a finite pipeline's end: a cancelled Slurm
-# job's SIGTERM backed up mid-epoch and the resumed fit's replay ran out of batches.
-DEFAULT_GRACE: float | None = None
+# The shortest common notice before SIGKILL is 30 s (Slurm's default KillWait, a GCE spot
+# VM's preemption, Kubernetes' default termination grace): 25 s leaves 5 s to write the
+# backup and exit. A backup taken mid-epoch resumes at its step (input_position.py).
+DEFAULT_GRACE: float | None = 25.0
 
 
 def _invalid(name: str, value: Any, expected: str) -> ValueError:

@@ -15,11 +15,17 @@ its iterator where no callback reaches it, and MultiWorkerMirroredStrategy's dis
 iterators have no checkpointable state of their own. Replaying costs nothing until a
 resume, which then reads (does not train on) the batches skipped: see docs/checkpoints.md.
 
-The patches (through guarded_patches.py) are on the data handler of each Keras. tf-keras'
-BackupAndRestore puts the fit at the backup's epoch and step itself; Keras 3's starts the
-backup's epoch again from its first batch, so there the fit is put at the step of the
-restored optimizer (`resume_at`, from keras_resume_point.py) and its first epoch's loop
-starts at that batch. The fit wrapper (keras_hooks.py) says where the call asked to
+The patches (through guarded_patches.py) are on the data handler of each Keras. Where the
+fit resumes is read from the restored optimizer's step, the one count every backup holds
+exactly, split by the epoch's length into (epochs done, batches into the next). Keras'
+own counters are not enough: tf-keras' BackupAndRestore, when it backs up each epoch, puts
+a backup taken mid-epoch (a preemption's) at the next epoch, and one taken at the fit's
+last step after the fit's end (then nothing is left to replay: the fit trains no more);
+Keras 3's starts the backup's epoch again from its first batch. So tf-keras' data handler
+is put at that epoch and step here, and Keras 3's fit at that epoch (`resume_at`, from
+keras_resume_point.py) with its first epoch's loop started at that batch. Only a fit
+whose epoch length is not known (an input of unknown size without `steps_per_epoch`)
+keeps tf-keras' counters. The fit wrapper (keras_hooks.py) says where the call asked to
 start (`watching`). A pipeline that cannot be replayed (an unseeded shuffle: another
 order each time) is still advanced, and `outcome()` says so for the resume line
 (keras_resume_notice.py).
@@ -58,6 +64,7 @@ class Replay:
 class _Fit:
     start_epoch: int      # the epoch the fit() call asked to start at
     data: Any             # its `x`, looked at for what cannot be replayed
+    model: Any = None     # its optimizer's steps say where a resume is
     start_step: int = 0   # its optimizer's steps when the call began (Keras 3's resume)
     replay: Replay | None = None
     taken: bool = False   # the fit's training input was looked at (validation's is not)
@@ -72,7 +79,7 @@ def watching(model: Any, initial_epoch: int | None, data: Any) -> Iterator[None]
     """Around an outermost fit() of `model` starting at `initial_epoch` (the call's, before
     any backup moves it) on input `data`."""
     global _fit
-    _fit = _Fit(int(initial_epoch or 0), data, start_step=_optimizer_steps(model))
+    _fit = _Fit(int(initial_epoch or 0), data, model, start_step=_optimizer_steps(model))
     try:
         yield
     finally:
@@ -125,6 +132,9 @@ def _patch_tf_keras(module) -> None:
             if name not in inspect.unwrap(method).__code__.co_names:
                 raise guarded_patches.TargetChanged(f"DataHandler.enumerate_epochs reads "
                                                     f"no {name}")
+        steps = guarded_patches.method(handler, "steps")   # starts at the step put here
+        if "_initial_step" not in inspect.unwrap(steps).__code__.co_names:
+            raise guarded_patches.TargetChanged("DataHandler.steps reads no _initial_step")
         return handler
 
     guarded_patches.patch(
@@ -139,6 +149,7 @@ def _replace_enumerate_epochs(handler) -> None:
         return
 
     def enumerate_epochs(self):
+        _position_from_optimizer(self)
         plan = _take(self._initial_epoch, self._initial_step)
         if plan is None:
             yield from original(self)
@@ -158,7 +169,11 @@ def _replace_enumerate_epochs(handler) -> None:
         else:
             batches += epochs_done * (self._inferred_steps or 0)
         epochs = original(self)
-        epoch, iterator = next(epochs)
+        first = next(epochs, None)
+        if first is None:   # backed up at the fit's last step: nothing is left to train
+            replay.seconds = time.perf_counter() - began
+            return
+        epoch, iterator = first
         _advance(iterator, batches, replay)
         replay.seconds = time.perf_counter() - began
         yield epoch, iterator
@@ -166,6 +181,19 @@ def _replace_enumerate_epochs(handler) -> None:
 
     enumerate_epochs._tfmw_replay = True   # type: ignore[attr-defined]
     handler.enumerate_epochs = enumerate_epochs
+
+
+def _position_from_optimizer(handler) -> None:
+    """tf-keras: put the training input's data handler at the epoch and step of the
+    restored optimizer (see the module's docstring); its own counters stay when the
+    epoch's length is not known or the optimizer counts no steps of this fit."""
+    if _fit is None or _fit.taken:
+        return
+    steps, done = handler._inferred_steps, _optimizer_steps(_fit.model) - _fit.start_step
+    if not steps or done <= 0:
+        return
+    handler._initial_epoch = _fit.start_epoch + done // steps
+    handler._initial_step = done % steps
 
 
 def _patch_keras3(module) -> None:
