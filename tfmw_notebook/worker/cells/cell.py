@@ -5,13 +5,14 @@ from __future__ import annotations
 import ast
 import contextlib
 import linecache
+import sys
 from typing import Any
 
 from ...protocol.run_options import CellOptions, FitState
 from ..common import guarded_patches, identity, shared_strategy
 from ..corrections import loop_batches
 from ..corrections.other_strategy_scope import RunnerScope
-from ..fits import keras_hooks
+from ..fits import keras_hooks, preemption
 from ..liveness import controller_watch
 from ..liveness.heartbeat import Heartbeat, engine_publish
 from ..writes import background_writes, chief_writes, shared_directories
@@ -77,6 +78,9 @@ def run_cell(source: str, filename: str, display_rank: int | None, options: Cell
 def _after_cell() -> None:
     """What every cell's end does, whether it ran through or failed."""
     guarded_patches.emit_report(is_chief=identity.rank() == 0)  # skipped fixes
+    preempted = preemption.cell_ended()   # a SIGTERM after a fit's last agreed step
+    if preempted:
+        print(preempted, file=sys.stderr)
     background_writes.tell_with(None)
     chief_writes.cleanup()   # the other workers' copies of what the cell saved
     output_sent.wait_for_output_sent()

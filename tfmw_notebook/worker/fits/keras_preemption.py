@@ -50,8 +50,8 @@ class PreemptionSave(CallbackLogic):
         _all_reduce(self.world_size)       # traced here, not inside a timed batch hook
         self._since = (0, time.perf_counter())
 
-    def on_train_end(self, logs=None):
-        preemption.disarm()
+    # No disarm at the fit's end: a SIGTERM after its last check is kept to the cell's
+    # end (preemption.py), the fit's work done.
 
     def on_train_batch_end(self, batch, logs=None):
         self._batches += 1
@@ -80,7 +80,7 @@ class PreemptionSave(CallbackLogic):
 
         saved = _save_now(self.backup, batch)
         self._sum(False, 0)          # every worker's backup is written before any raises
-        preemption.disarm()
+        preemption.answered()
         step = int(self.model.optimizer.iterations.numpy())
         names = ", ".join(map(str, asked))
         where = (f"every worker backed up at step {step}" if saved else

@@ -7,6 +7,14 @@ is only noted here: the fit's callback (keras_preemption.py) finds it at the nex
 workers agree on, every worker backs up there, and the fit ends with a retryable error
 that --max-restarts resumes from. The process still ends when the grace period is over,
 saved or not: the signal asked it to stop, and its sender's SIGKILL would come anyway.
+
+A SIGTERM after the fit's last agreed step (during its last epoch's end, or after fit()
+returned, in the same cell) finds no step left to back up at, and the fit's work is
+done: the worker neither ends at once (a --max-restarts rerun of the cell would train
+the finished fit again: its backup is deleted at its end) nor backs up. It stays armed
+until the cell's end, so the cell runs through and its results stand; the cell's end
+says so (`cell_ended`, a line on the worker's stderr), the process ends at the grace
+period's end, and the next cell restarts the workers with their state restored.
 Standard library only: the signal handler must not wait on TensorFlow.
 """
 
@@ -19,8 +27,9 @@ from dataclasses import dataclass
 
 @dataclass
 class _Preemption:
-    grace: float | None = None          # set while a fit that can back up runs
-    requested: bool = False             # a SIGTERM came while one did
+    grace: float | None = None   # set from a fit that can back up to its cell's end
+    requested: bool = False      # a SIGTERM came then
+    answered: bool = False       # a fit backed up for it (and raised)
     deadline: threading.Timer | None = None
 
 
@@ -29,13 +38,32 @@ _state = _Preemption()
 
 def arm(grace: float | None) -> None:
     """A fit that backs up on SIGTERM begins (None: it does not)."""
-    _state.grace = grace
+    if grace is not None:   # a later fit of the cell without one keeps the cell's
+        _state.grace = grace
 
 
 def disarm() -> None:
-    """That fit ended: a later SIGTERM ends the process at once again (a deadline already
-    running stays: the process was asked to stop)."""
+    """The fit ended: still armed until the cell's end (`cell_ended`), for a SIGTERM
+    after the fit's last agreed step."""
+
+
+def answered() -> None:
+    """The fit backed up for the signal and ends: a later SIGTERM ends the process at
+    once (a deadline already running stays: the process was asked to stop)."""
     _state.grace = None
+    _state.answered = _state.requested
+
+
+def cell_ended() -> str:
+    """The cell's end: a later SIGTERM ends the process at once again. Returns what the
+    notebook is told when a SIGTERM came after the fit's last agreed step ("" else)."""
+    grace, _state.grace = _state.grace, None
+    if not _state.requested or _state.answered or grace is None:
+        return ""
+    return (f"tfdist: this worker was asked to stop (SIGTERM, a preemption) after its fit's "
+            f"last agreed step: the cell ran to its end and its results stand; the worker "
+            f"ends within {grace:g} s of the signal, and the next cell restarts the workers "
+            f"with their state restored")
 
 
 def requested() -> bool:
