@@ -33,11 +33,10 @@ def test_a_sigterm_outside_an_armed_fit_ends_the_worker_at_once():
 
 
 def test_a_sigterm_after_the_fits_last_step_lets_the_cell_end_then_the_worker_ends():
-    """After the fit returned (disarm: the fit's end) the signal is still kept: the cell
-    goes on, its end says so, and the process ends at the grace period's end."""
+    """After the fit returned the signal is still kept: the cell goes on, its end says so,
+    and the process ends at the grace period's end."""
     ended = threading.Event()
-    preemption.arm(0.3)
-    preemption.disarm()                    # the fit returned; the cell goes on
+    preemption.arm(0.3)                    # a fit armed it and returned; the cell goes on
     preemption.on_sigterm(ended.set)
     assert not ended.is_set()
     notice = preemption.cell_ended()

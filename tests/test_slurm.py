@@ -173,10 +173,16 @@ def test_stop_lets_go_of_the_slurm_job_and_attach_finds_it_again(slurm, kernel):
 
 def test_cancelled_job_is_named_with_host_and_job_and_the_fit_completes_in_a_new_job(
         slurm, ipcluster, kernel, tmp_path):
+    """A job ended under the cell (`scancel`: SIGTERM, then SIGKILL): the workers are named dead
+    with their host and job, and the cell completes in a new job. `--grace off`: with the
+    default grace a SIGTERM is a preemption, which backs up and stops in order
+    (tests/test_exact_resume.py), and a fit whose last agreed step has passed runs to its end;
+    here the workers must die under the cell."""
     job = running_job(slurm)
     kernel.ok("%%tfdist\n" + QUICK_FIT)
     marker = str(tmp_path / "training")
-    code = FIT.format(flags=" --max-restarts 1", rank=0, marker=marker, epochs=3, action="pass")
+    code = FIT.format(flags=" --max-restarts 1 --grace off", rank=0, marker=marker, epochs=3,
+                      action="pass")
     cancelled = {}
 
     def cancel_when_training():

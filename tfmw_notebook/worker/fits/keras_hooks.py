@@ -30,7 +30,7 @@ from ..data import input_release, sharded_fit
 from ..experiments import run_facts, trial_report
 from ..liveness.reporting import EventPublisher
 from ..writes import checkpointing, tensorboard_logs
-from . import fit_state, input_position, preemption
+from . import fit_state, input_position
 from .keras_callbacks import callback_logic, keras_callbacks
 
 
@@ -216,8 +216,7 @@ def _around_outermost(model, args: tuple, kwargs: dict, positions: dict, trainin
         stack.enter_context(input_release.deferred())
         stack.enter_context(tensorboard_logs.chief_only_logs(
             _callbacks(args, kwargs, positions), is_chief=_worker.is_chief))
-        if training:   # a SIGTERM after this fit ends the process at once again
-            stack.callback(preemption.disarm)
+        if training:   # a SIGTERM after the fit's last agreed step is kept to the cell's end
             stack.enter_context(input_position.watching(
                 model, _argument("initial_epoch", args, kwargs, positions),
                 _argument("x", args, kwargs, positions)))

@@ -42,11 +42,6 @@ def arm(grace: float | None) -> None:
         _state.grace = grace
 
 
-def disarm() -> None:
-    """The fit ended: still armed until the cell's end (`cell_ended`), for a SIGTERM
-    after the fit's last agreed step."""
-
-
 def answered() -> None:
     """The fit backed up for the signal and ends: a later SIGTERM ends the process at
     once (a deadline already running stays: the process was asked to stop)."""
