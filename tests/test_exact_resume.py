@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import threading
 import time
 
 import pytest
@@ -21,7 +22,7 @@ from kernel_session import kernel_with_cluster
 pytestmark = pytest.mark.timeout(600)
 
 SETUP = '''
-import os, signal, hashlib, json
+import os, signal, hashlib, json, time
 import numpy as np
 K = tf.keras if KERAS == 2 else __import__("keras")
 rng = np.random.RandomState(0)
@@ -38,15 +39,57 @@ def data(kind):
     return dict(x=ds.batch(64))       # "epochs": iterated anew (and reshuffled) each epoch
 
 class Kill(K.callbacks.Callback):
-    """Sends rank RANKS[i] signal SIGNALS[i] once at optimizer step KILLS[i] (a marker
-    file per step)."""
+    """Once at optimizer step KILLS[i] (a marker file per step), on rank RANKS[i]:
+    SIGNALS[i] is a signal sent to itself, "WRITE" (killed inside its next backup
+    write) or "INTERRUPT" (it waits for the notebook's interrupt)."""
     def on_train_batch_end(self, batch, logs=None):
         step = int(self.model.optimizer.iterations.numpy())
         marker = os.path.join(MARKS, f"killed-{step}")
-        if step in KILLS and tfdist.rank == RANKS[KILLS.index(step)] \
-                and not os.path.exists(marker):
-            open(marker, "w").close()
-            os.kill(os.getpid(), getattr(signal, SIGNALS[KILLS.index(step)]))
+        if step not in KILLS or tfdist.rank != RANKS[KILLS.index(step)] \
+                or os.path.exists(marker):
+            return
+        what = SIGNALS[KILLS.index(step)]
+        if what == "WRITE":
+            KILL_IN_WRITE.append(step)
+        open(marker, "w").close()
+        if what == "INTERRUPT":   # the test interrupts the kernel when the marker appears
+            time.sleep(120)
+            raise RuntimeError("not interrupted within 120 s")
+        if what.startswith("SIG"):
+            os.kill(os.getpid(), getattr(signal, what))
+
+KILL_IN_WRITE = []   # armed: the next backup write kills this worker halfway through
+
+def _killed_halfway(path):
+    """The write is cut off where a SIGKILL would cut it: its file half written."""
+    open(os.path.join(MARKS, "write-cut"), "w").close()
+    if os.path.exists(path):
+        with open(path, "r+b") as half:
+            half.truncate(os.path.getsize(path) // 2)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+def _kill_inside_backup_writes():
+    """tf-keras backs up through a CheckpointManager: killed with the data written,
+    the state file not yet naming it. Keras 3 writes latest.weights.h5, then its
+    metadata (its BackupAndRestore's save_weights, under the run's backup/fit-N):
+    killed with the weights half written. Patched once per process."""
+    if KERAS == 2 and not hasattr(tf.train.CheckpointManager, "_test_record"):
+        manager = tf.train.CheckpointManager
+        manager._test_record = manager._record_state
+        def _record_state(self):
+            if KILL_IN_WRITE:
+                _killed_halfway(self._latest_checkpoint + ".data-00000-of-00001")
+            return manager._test_record(self)
+        manager._record_state = _record_state
+    if KERAS == 3 and not hasattr(K.Model, "_test_save_weights"):
+        original = K.Model._test_save_weights = K.Model.save_weights
+        def save_weights(self, filepath, *args, **kwargs):
+            original(self, filepath, *args, **kwargs)
+            if KILL_IN_WRITE and f"{os.sep}backup{os.sep}fit-" in str(filepath):
+                _killed_halfway(str(filepath))
+        K.Model.save_weights = save_weights
+
+_kill_inside_backup_writes()
 
 def fit(kind):
     K.utils.set_random_seed(1)
@@ -70,7 +113,9 @@ def kernel(tmp_path_factory):
 def trained(kernel, tmp_path, *, kind, kills=(), keras=2, ranks=None, signals=None,
             backup_every=10):
     """The fit's result on every worker (they agree) and the cell's output; preemption
-    is on by default (--grace unset); `backup_every` None: a backup each epoch."""
+    is on by default (--grace unset); `backup_every` None: a backup each epoch. A step
+    whose signal is "INTERRUPT" interrupts the kernel there; the cell is then run again
+    with the same --checkpoint-dir, and its last run's output is returned."""
     marks = tmp_path / f"marks-{keras}-{kind}-{'-'.join(map(str, kills)) or 'none'}"
     marks.mkdir()
     ranks = list(ranks) if ranks is not None else [1] * len(kills)
@@ -78,16 +123,43 @@ def trained(kernel, tmp_path, *, kind, kills=(), keras=2, ranks=None, signals=No
     kernel.ok(f"%%tfdist\nKERAS = {keras}\nKILLS = {list(kills)!r}\nRANKS = {ranks!r}\n"
               f"SIGNALS = {signals!r}\nMARKS = {str(marks)!r}\n" + SETUP)
     every = f"--backup-every {backup_every} " if backup_every else ""
-    out = kernel.execute(f"%%tfdist --max-restarts 3 {every}"
-                         f"--checkpoint-dir {tmp_path / 'run'}\nresult = fit({kind!r})",
-                         timeout=400)
+    cell = (f"%%tfdist --max-restarts 3 {every}--checkpoint-dir {tmp_path / 'run'}\n"
+            f"result = fit({kind!r})")
+    stopped = []
+    for step in (k for k, s in zip(kills, signals) if s == "INTERRUPT"):
+        stopped.append(interrupted(kernel, cell, marks / f"killed-{step}"))
+        assert stopped[-1].status == "error" and "interrupted" in \
+            stopped[-1].error["evalue"], f"step {step}: " + stopped[-1].error_text
+    out = kernel.execute(cell, timeout=400)
     assert out.status == "ok", out.error_text + out.stderr
+    out.interrupted = stopped   # the runs the interrupts stopped, in order
     results = kernel.ok("import json\nfrom tfmw_notebook.magics.session import "
                         "active_cluster as _c\nprint(json.dumps([_c().pull(['result'], "
                         "rank=r)['result'] for r in range(2)]))").stdout.strip()
     chief, other = [json.loads(r) for r in json.loads(results.splitlines()[-1])]
     assert chief == other
     return chief, out
+
+
+def interrupted(kernel, cell, marker):
+    """`cell`'s output, the kernel interrupted (the notebook's interrupt button) once
+    `marker` appears; not interrupted if the cell ends first or in 300 s."""
+    ended = threading.Event()
+
+    def interrupt_at_marker():
+        deadline = time.monotonic() + 300
+        while not marker.exists() and not ended.is_set() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if marker.exists() and not ended.is_set():
+            kernel.interrupt()
+
+    watcher = threading.Thread(target=interrupt_at_marker)
+    watcher.start()
+    try:
+        return kernel.execute(cell, timeout=400)
+    finally:
+        ended.set()
+        watcher.join(timeout=10)
 
 
 @pytest.mark.parametrize("keras, kind, kills", [
@@ -115,6 +187,50 @@ def test_kills_at_random_steps_and_ranks_end_with_the_undisturbed_weights(kernel
     where = f"seed {seed}: kills at steps {steps} of ranks {ranks}"
     assert "restart 2 of 3" in out.stderr, where
     assert resumed["sha256"] == undisturbed["sha256"], where
+
+
+def write_kill_and_interrupt(draw: random.Random) -> tuple[list[int], list[str], list[int]]:
+    """Kills, signals and ranks: rank 0 (the chief, whose backup every worker resumes
+    from) killed inside the backup write after step w, and the kernel interrupted at step
+    i of a drawn rank, in either order; i is kept clear of the steps from w to that
+    backup (at most 10 later), where the interrupt would come before the kill."""
+    if draw.random() < 0.5:
+        write = draw.randrange(2, 30)
+        interrupt = draw.randrange(write + 12, 50)
+    else:
+        interrupt = draw.randrange(2, 36)
+        write = draw.randrange(interrupt + 2, 50)
+    kills, signals = zip(*sorted([(write, "WRITE"), (interrupt, "INTERRUPT")]))
+    ranks = [0 if signal == "WRITE" else draw.randrange(2) for signal in signals]
+    return list(kills), list(signals), ranks
+
+
+@pytest.mark.parametrize("keras", [2, 3])
+def test_a_kill_inside_a_backup_write_and_an_interrupt_end_with_the_undisturbed_weights(
+        kernel, tmp_path, keras):
+    """The randomized fault test's other faults (seed printed on failure, TFMW_FAULT_SEED
+    replays one): the chief killed halfway through writing a backup (tf-keras: its data
+    written, its state file not yet naming it; Keras 3: latest.weights.h5 half written),
+    and the kernel's interrupt, after which the cell is run again with the same
+    --checkpoint-dir. The fit resumes from the last complete backup each time and ends
+    with the undisturbed weights, bit for bit."""
+    seed = int(os.environ.get("TFMW_FAULT_SEED", random.SystemRandom().randrange(10**6)))
+    kills, signals, ranks = write_kill_and_interrupt(random.Random(seed))
+    where = f"seed {seed}: {signals} at steps {kills} of ranks {ranks}, Keras {keras}"
+    print(where)   # shown when an assertion inside trained() fails
+    undisturbed, _ = trained(kernel, tmp_path, kind="dataset", keras=keras)
+    resumed, out = trained(kernel, tmp_path, kind="dataset", kills=kills, keras=keras,
+                           ranks=ranks, signals=signals)
+    marks = tmp_path / f"marks-{keras}-dataset-{'-'.join(map(str, kills))}"
+    assert sorted(p.name for p in marks.iterdir()) == sorted(
+        [f"killed-{k}" for k in kills] + ["write-cut"]), where
+    stderr = "".join(run.stderr for run in out.interrupted + [out])
+    assert stderr.count("restart 1 of 3 after: worker 0") == 1, where + stderr
+    assert "killed by SIGKILL" in stderr, where + stderr
+    assert "resumed from the automatic backup" in out.stdout, where + out.stdout
+    assert resumed["step"] == undisturbed["step"], where
+    assert resumed["sha256"] == undisturbed["sha256"], where
+    assert resumed["loss"] == undisturbed["loss"], where
 
 
 @pytest.mark.parametrize("keras", [2, 3])

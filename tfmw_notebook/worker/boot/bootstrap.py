@@ -37,7 +37,7 @@ from ..experiments import chief_tracking, tracker_corrections
 from ..fits import keras_hooks, preemption
 from ..liveness import controller_watch
 from ..liveness.reporting import EventPublisher
-from ..writes import chief_writes, shared_directories
+from ..writes import chief_writes, keras3_backup_commit, shared_directories
 from . import collector, deferred_imports, gpus, handshake
 
 
@@ -141,6 +141,7 @@ def _correct_third_party_code(rank: int) -> None:
     tf_keras_saving_format.install()
     shared_directories.install()
     input_release.install()
+    keras3_backup_commit.install()   # before chief_writes: its redirection wraps this
     chief_writes.install(is_chief=rank == 0, task_id=rank)
     chief_tracking.install(is_chief=rank == 0)
     tracker_corrections.install()
