@@ -11,6 +11,7 @@ import socket
 import sys
 
 from ...protocol.engine_standin import STANDIN_VARIABLE
+from ..common import shared_strategy
 from . import gpus
 
 
@@ -45,8 +46,7 @@ def free_port(address: str) -> int:
 
 def current_tf_config() -> str | None:
     """TF_CONFIG of this engine if it already is a worker (MWMS cannot be rebuilt)."""
-    shared = sys.modules.get(f"{__package__}.shared_strategy")
-    if shared is None or shared.shared_strategy() is None:
+    if shared_strategy.shared_strategy() is None:
         return None
     return os.environ.get("TF_CONFIG")
 
