@@ -5,7 +5,9 @@ the model and optimizer state of that moment can be read again: the automatic
 checkpoint of the last epoch when one was written (and no retention policy
 may delete it), else a snapshot of its own under the session's state
 directory. When fresh workers replay the cell, the same fit call restores that
-state and returns the History instead of running epochs.
+state and returns the History instead of running epochs, and draws from its inputs'
+shuffle seeds what the fit drew (input_orders.py; the counts ride in the record's
+params, the one field of its own the cluster's FitRecord keeps, and leave it on replay).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ...protocol.checkpoints import trackables
 from ...protocol.run_options import CheckpointPolicy
 from ..corrections import keras_flavour
 from ..writes import background_writes, chief_writes, weights_snapshot
+from . import input_orders
 
 SNAPSHOT = checkpoints.WEIGHTS  # a snapshot directory is laid out like a checkpoint's
 
@@ -35,6 +38,9 @@ def record_after_fit(model, history, *, state_dir: str, cell_id: str, index: int
         "source": None,
         "path": None,
     }
+    counts = input_orders.last_counts()
+    if counts:   # what drew from its inputs' shuffle seeds: a replay draws it again
+        record["params"][input_orders.KEY] = counts
     final_epoch = epochs[-1] + 1 if epochs else None
     if (policy is not None and not policy.prunes and final_epoch is not None
             and last_saved_epoch == final_epoch):
@@ -76,10 +82,16 @@ def failed_fit_record() -> dict[str, Any]:
     return {"history": {}, "params": {}, "epoch": [], "source": None, "path": None}
 
 
-def replay_fit(model, record: dict[str, Any], *, rank: int):
-    """Give `model` the state its fit ended with; return that fit's History."""
+def replay_fit(model, record: dict[str, Any], *, rank: int,
+               inputs: dict[str, Any] | None = None):
+    """Give `model` the state its fit ended with, and its `inputs` (the replayed call's
+    `x`, `validation_data`) the shuffle orders it drew; return that fit's History."""
     import tensorflow as tf
 
+    params = dict(record["params"])
+    counts = params.pop(input_orders.KEY, None)
+    if counts:
+        input_orders.give_back(inputs or {}, counts)
     path = _readable_path(record, rank)
     _build_optimizer(model)
     with chief_writes.as_named():
@@ -88,7 +100,7 @@ def replay_fit(model, record: dict[str, Any], *, rank: int):
     history = keras_flavour.keras_package(model).callbacks.History()
     history.set_model(model)
     history.history = {key: list(values) for key, values in record["history"].items()}
-    history.params = dict(record["params"])
+    history.params = params
     history.epoch = list(record["epoch"])
     model.history = history
     return history

@@ -42,6 +42,7 @@ from typing import Any
 
 from ..common import guarded_patches, import_hooks
 from ..corrections.loop_batches import unseeded_shuffle
+from . import input_orders
 
 
 @dataclass
@@ -54,9 +55,11 @@ class Replay:
     problem: str = ""       # why the batches after the resume may not be the undisturbed ones
 
     def line(self) -> str:
-        skipped = f"{self.batches} batches read again in {self.seconds:.1f} s"
-        if self.problem:
-            return f"; its input could not be put back where it was ({self.problem})"
+        drawn, orders = input_orders.take_report()
+        skipped = f"{self.batches} batches read again in {self.seconds:.1f} s{drawn}"
+        problem = "; ".join(p for p in (self.problem, orders) if p)
+        if problem:
+            return f"; its input could not be put back where it was ({problem})"
         return f"; its input goes on where it was ({skipped})"
 
 
@@ -119,6 +122,7 @@ def install() -> None:
     """Patch the data handlers of tf-keras and Keras 3 when (or as soon as) imported."""
     import_hooks.when_imported("tf_keras.src.engine.data_adapter", _patch_tf_keras)
     import_hooks.when_imported("keras.src.trainers.epoch_iterator", _patch_keras3)
+    input_orders.install()   # and a shared pipeline's shuffle orders, after a restart
 
 
 def _patch_tf_keras(module) -> None:

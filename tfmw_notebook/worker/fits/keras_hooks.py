@@ -30,7 +30,7 @@ from ..data import input_release, sharded_fit
 from ..experiments import run_facts, trial_report
 from ..liveness.reporting import EventPublisher
 from ..writes import checkpointing, tensorboard_logs
-from . import fit_state, input_position
+from . import fit_state, input_orders, input_position
 from .keras_callbacks import callback_logic, keras_callbacks
 
 
@@ -152,7 +152,8 @@ def _wrapped(method: Callable[..., Any], *, training: bool) -> Callable[..., Any
             record = (_next_replay_record(_cell.state.replay)
                       if _cell.state.replay is not None else None)
             if record is not None:
-                return fit_state.replay_fit(self, record, rank=_worker.rank)
+                return fit_state.replay_fit(self, record, rank=_worker.rank,
+                                            inputs=_inputs(args, kwargs, positions))
         args, kwargs, extra = _prepared(self, args, kwargs, positions, training)
         result = _outermost_call(method, self, args, kwargs, positions, training, state_dir)
         if state_dir is not None:   # the cluster keeps what this fit ended with
@@ -220,7 +221,13 @@ def _around_outermost(model, args: tuple, kwargs: dict, positions: dict, trainin
             stack.enter_context(input_position.watching(
                 model, _argument("initial_epoch", args, kwargs, positions),
                 _argument("x", args, kwargs, positions)))
+            stack.enter_context(input_orders.counting(model, _inputs(args, kwargs, positions)))
         yield
+
+
+def _inputs(args: tuple, kwargs: dict, positions: dict) -> dict[str, Any]:
+    """A fit's inputs whose shuffle orders a replay gives back (input_orders.py)."""
+    return {name: _argument(name, args, kwargs, positions) for name in ("x", "validation_data")}
 
 
 def _wrapped_predict(method: Callable[..., Any]) -> Callable[..., Any]:
