@@ -24,9 +24,9 @@ import numpy as np
 K = tf.keras if KERAS == 2 else __import__("keras")
 K.utils.set_random_seed(1)
 rng = np.random.RandomState(0)
-x = rng.uniform(0, 1, (1000, 8)).astype("float32")
+x = rng.uniform(0, 1, (ROWS, 8)).astype("float32")
 y = (x @ rng.uniform(-1, 1, (8, 1))).astype("float32") + 5
-train = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(1000, seed=0).batch(64).repeat()
+train = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(ROWS, seed=0).batch(64).repeat()
 val = tf.data.Dataset.from_tensor_slices((x[:128], y[:128])).shuffle(128, seed=2).batch(64)
 model = K.Sequential([K.Input((8,)), K.layers.Dense(16, activation="relu"), K.layers.Dense(1)])
 model.compile(optimizer=K.optimizers.Adam(0.01), loss="mse")
@@ -54,19 +54,19 @@ def kernel(tmp_path_factory):
         yield session
 
 
-def two_fits(kernel, tmp_path, *, keras, kill):
-    """The second fit's result on every worker (they agree) and its cell's output: the
-    shared pipeline's first fit reads 50 batches (4 orders begun), the second 50 more,
-    rank 1 killed at its optimizer step `kill` (None: undisturbed)."""
+def two_fits(kernel, tmp_path, *, keras, rows, steps, kill):
+    """The second fit's result on every worker (they agree) and its cell's output: on
+    `rows` rows (repetitions of 16 batches) each fit reads 5 epochs of `steps` batches,
+    rank 1 killed at the second's optimizer step `kill` (None: undisturbed)."""
     marks = tmp_path / f"marks-{keras}-{kill}"
     marks.mkdir()
-    kernel.ok(f"%%tfdist\nKERAS = {keras}\nKILL = {kill}\nMARKS = {str(marks)!r}\n" + SETUP)
-    kernel.ok("%%tfdist\nfirst = digest(model.fit(train, epochs=5, steps_per_epoch=10, "
-              "validation_data=val, verbose=0))", timeout=300)
+    kernel.ok(f"%%tfdist\nKERAS = {keras}\nKILL = {kill}\nROWS = {rows}\n"
+              f"MARKS = {str(marks)!r}\n" + SETUP)
+    fit = f"model.fit(train, epochs=5, steps_per_epoch={steps}, validation_data=val, verbose=0"
+    kernel.ok(f"%%tfdist\nfirst = digest({fit}))", timeout=300)
     out = kernel.execute(f"%%tfdist --max-restarts 1 --backup-every 10 --checkpoint-dir "
                          f"{tmp_path / f'run-{keras}-{kill}'}\n"
-                         "second = digest(model.fit(train, epochs=5, steps_per_epoch=10, "
-                         "validation_data=val, callbacks=[Kill()], verbose=0))", timeout=500)
+                         f"second = digest({fit}, callbacks=[Kill()]))", timeout=500)
     assert out.status == "ok", out.error_text + out.stderr
     results = kernel.ok("import json\nfrom tfmw_notebook.magics.session import "
                         "active_cluster as _c\nprint(json.dumps([_c().pull(['second'], "
@@ -76,19 +76,22 @@ def two_fits(kernel, tmp_path, *, keras, kill):
     return chief, out
 
 
-@pytest.mark.parametrize("keras", [2, 3])
+@pytest.mark.parametrize("keras, rows, steps", [
+    (2, 1000, 10), (3, 1000, 10),
+    (2, 1024, 16)])   # the checkpoints tutorial's: the first fit ends a repetition
 def test_a_fit_resumed_after_a_fit_on_the_same_pipeline_ends_with_the_undisturbed_weights(
-        kernel, tmp_path, keras):
-    undisturbed, _ = two_fits(kernel, tmp_path, keras=keras, kill=None)
-    resumed, out = two_fits(kernel, tmp_path, keras=keras, kill=75)
+        kernel, tmp_path, keras, rows, steps):
+    shape = dict(keras=keras, rows=rows, steps=steps)
+    undisturbed, _ = two_fits(kernel, tmp_path, kill=None, **shape)
+    resumed, out = two_fits(kernel, tmp_path, kill=5 * steps + 25, **shape)
     assert "restart 1 of 1" in out.stderr, out.stderr
     assert "its input goes on where it was" in out.stdout, out.stdout
+    assert resumed["step"] == undisturbed["step"] == 10 * steps
+    assert resumed["sha256"] == undisturbed["sha256"]
+    assert resumed["loss"] == undisturbed["loss"]
     # the replayed first fits drew their orders again: undisturbed and before the kill
     assert re.search(r"; [1-9]\d* iterators made and [1-9]\d* batches read for the "
                      r"shuffle orders of the fits before it", out.stdout), out.stdout
-    assert resumed["step"] == undisturbed["step"] == 100
-    assert resumed["sha256"] == undisturbed["sha256"]
-    assert resumed["loss"] == undisturbed["loss"]
 
 
 def test_the_draws_counted_in_a_fit_given_back_to_a_fresh_pipeline_give_its_next_orders():
