@@ -1,8 +1,10 @@
 """Exact resume on real 2-worker clusters: a fit whose worker is killed at a step ends
 with the undisturbed fit's weights, bit for bit (issue 53's probe, made small).
 
-Each fit is run once undisturbed and once with rank 1 killed (SIGKILL) at given optimizer
-steps under `--max-restarts --backup-every 10`; the sha256 of every weight is compared.
+Each fit is run once undisturbed and once disturbed at given optimizer steps under
+`--max-restarts --backup-every 10`: a rank killed (SIGKILL) or sent SIGTERM, the chief
+killed inside a backup write, or the kernel interrupted and the cell run again; the
+sha256 of every weight is compared. benchmarks/fault_resume.py runs these faults longer.
 Before input_position.py the resumed fit read its input from the first batch again and
 ended with other weights; Keras 3 also ran the backup's epoch again from its first batch.
 The default workers run both Keras: `tf.keras` is tf-keras, `import keras` Keras 3.
