@@ -88,6 +88,19 @@ def test_killed_worker_at_epoch_3_of_6_resumes_from_backup(kernel, tmp_path):
     assert json.load(open(os.path.join(run_dir, "run.json")))["workers"] == 2
 
 
+def test_a_second_fit_of_a_trained_model_is_not_called_resumed(kernel, tmp_path):
+    """Its optimizer starts above step 0 because an earlier fit trained it, not because a
+    backup was loaded: no "resumed" line (it said "resumed ... step 8" before)."""
+    kernel.ok("%%tfdist\nEPOCH_LOG = '/dev/null'\nKILL_AT = []\n" + SETUP)
+    kernel.ok("%%tfdist\nmodel = build()")
+    fit = f"model.fit(train, epochs=1, steps_per_epoch={STEPS}, verbose=0)"
+    kernel.ok(f"%%tfdist --no-checkpoint\n{fit}")
+    out = kernel.ok(f"%%tfdist --no-checkpoint --max-restarts 1\n{fit}")
+    assert "resumed" not in out.stdout, out.stdout
+    assert (on_every_worker(kernel, "int(model.optimizer.iterations.numpy())")
+            == [2 * STEPS] * 2)
+
+
 def test_two_kills_with_two_restarts(kernel, tmp_path):
     out, begun, _ = fit_with_faults(kernel, tmp_path, kill_at=[1, 4], max_restarts=2)
     assert out.status == "ok", out.error_text + out.stderr

@@ -350,11 +350,20 @@ def _backup_callbacks(model, ours, options) -> list:
     """The automatic backup, then what puts a resumed fit at its step and says so, and
     (with `--grace`) the save a SIGTERM asks for at the next step every worker agrees on."""
     backup = _backup(model, options)
-    extra = [backup, ours.resume_point(), ours.resume_notice(is_chief=_worker.is_chief)]
+    extra = [backup, ours.resume_point(),
+             ours.resume_notice(is_chief=_worker.is_chief, start_step=_optimizer_step(model))]
     if options.grace is not None:
         extra.append(ours.preemption_save(backup, grace=options.grace, rank=_worker.rank,
                                           world_size=_worker.world_size))
     return extra
+
+
+def _optimizer_step(model) -> int:
+    """The optimizer's step count now (0 where it has none yet: not compiled, not built)."""
+    try:
+        return int(model.optimizer.iterations.numpy())
+    except (AttributeError, TypeError, ValueError):
+        return 0
 
 
 def _backup(model, backup):

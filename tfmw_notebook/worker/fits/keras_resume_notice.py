@@ -11,11 +11,15 @@ from .callback_logic import CallbackLogic
 
 class ResumeNotice(CallbackLogic):
     """Prints the epoch and step a fit resumed at from its automatic backup, and where its
-    input was put back (input_position.py); chief only."""
+    input was put back (input_position.py); chief only. `start_step`: the optimizer's step
+    count when the fit was called, before the backup could load: a model trained by an
+    earlier fit starts above 0 without resuming anything, and a resumed fit's step is
+    counted from there."""
 
-    def __init__(self, *, is_chief: bool):
+    def __init__(self, *, is_chief: bool, start_step: int = 0):
         super().__init__()
         self.is_chief = is_chief
+        self.start_step = start_step
         self._said = False      # once per fit: at its first batch
         self._epoch: int | None = None   # the first epoch it runs
 
@@ -28,8 +32,8 @@ class ResumeNotice(CallbackLogic):
         if self._said:
             return
         self._said = True
-        step = int(self.model.optimizer.iterations.numpy())
-        if step and self.is_chief:
+        step = int(self.model.optimizer.iterations.numpy()) - self.start_step
+        if step > 0 and self.is_chief:
             replay = input_position.outcome()   # where the input was put back (if it was)
             print(f"resumed from the automatic backup: epoch {(self._epoch or 0) + 1}, "
                   f"step {step}{replay.line() if replay is not None else ''}")
