@@ -72,3 +72,39 @@ def test_output_sent_waits_for_the_io_thread_and_says_when_it_gave_up(monkeypatc
     # A thread that takes in what is queued 0.1 s later: the wait ends when it does.
     monkeypatch.setattr(held, "schedule", lambda f: threading.Timer(0.1, f).start())
     assert wait_for_output_sent(5.0)
+
+
+class _OutStreamOn(_StreamOn):
+    """Stands in for ipykernel's OutStream: what it holds and whether a flush is pending."""
+
+    def __init__(self, pub_thread, pending: bool):
+        super().__init__(pub_thread)
+        self._flush_pending = pending
+        self._buffers = {"parent": io.StringIO("held")} if pending else {}
+
+    def _flush(self):
+        self._flush_pending, self._buffers = False, {}
+
+
+def test_output_sent_skips_the_io_thread_when_nothing_is_left_to_send(monkeypatch):
+    from tfmw_notebook.worker.cells.output_sent import wait_for_output_sent
+
+    held = _HeldIoThread()
+    monkeypatch.setattr("sys.stdout", _OutStreamOn(held, pending=False))
+    monkeypatch.setattr("sys.stderr", _OutStreamOn(held, pending=False))
+    assert wait_for_output_sent(0.1)
+    assert held.queued == []   # a cell that printed nothing: no turn of the I/O thread
+
+
+def test_output_sent_queues_both_flushes_then_one_marker_when_a_stream_holds_text(monkeypatch):
+    from tfmw_notebook.worker.cells.output_sent import wait_for_output_sent
+
+    held = _HeldIoThread()
+    out, err = _OutStreamOn(held, pending=True), _OutStreamOn(held, pending=False)
+    monkeypatch.setattr("sys.stdout", out)
+    monkeypatch.setattr("sys.stderr", err)
+    assert not wait_for_output_sent(0.1)   # the I/O thread is held: the wait gives up
+    assert held.queued[:2] == [out._flush, err._flush] and len(held.queued) == 3
+    for queued in held.queued:   # the thread goes on: the flushes, then the marker
+        queued()
+    assert not out._flush_pending and out._buffers == {}

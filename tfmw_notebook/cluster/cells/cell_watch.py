@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -21,6 +22,7 @@ from ..launch.limits import POLL_SECONDS, SILENCE_SECONDS
 from . import worker_probe
 from .beat_jitter import BeatJitter
 from .cell_failures import RETRYABLE_ERRORS, CellFailures, worker_failed
+from .engine_reply import turn_signal
 from .liveness import SilenceWatch
 from .output import OutputRelay
 from .run_settings import RunSettings
@@ -63,6 +65,7 @@ class CellWatch:
     _next_look: float = field(init=False, repr=False)   # when the watch next looks for the dead
     _raised: tuple[int, BaseException] | None = field(init=False, repr=False)  # the first error
     _grace_ends: float = field(init=False, repr=False)   # when the others' grace after it ends
+    _turn: threading.Event | None = field(init=False, repr=False)   # wakes the watch early
 
     def __post_init__(self) -> None:
         settings = self.settings
@@ -82,7 +85,7 @@ class CellWatch:
                                          0 if settings.want_display else None,
                                          settings.options, state, settings.scope)
         # What each rank printed and published, read straight from ipyparallel's metadata
-        # (each AsyncResult attribute read waits on two events and parses dates).
+        # (read once: each reply's metadata grows as the messages come).
         self._published = [future.metadata for future in futures]
         timeout = settings.timeout
         try:
@@ -110,7 +113,7 @@ class CellWatch:
         they all do, the workers may be kept; one still running is taken to be
         blocked in a collective that will never complete.
         """
-        self._begin_watch(len(futures))
+        self._begin_watch(futures)
         try:
             while True:
                 # Taken before the look for errors: a rank that fails after that look is
@@ -123,11 +126,7 @@ class CellWatch:
                         raise self._failures.raised(*self._raised, futures, all_finished=True)
                     return
                 self._check_time(futures, deadline, timeout)
-                # Wait on a rank still running: a finished one's wait returns at once,
-                # and the loop would spin on a core the last rank needs.
-                running = next((f for f in futures if not f.done()), None)
-                if running is not None:
-                    running.wait(POLL_SECONDS)
+                _wait_a_turn(self._turn, futures)
         except KeyboardInterrupt:
             # What arrived while the loop waited (a fit's record after its last epoch, the
             # last output) is taken in first: the interrupted run's record keeps it.
@@ -135,7 +134,9 @@ class CellWatch:
             raise worker_failed("interrupted: training was stopped on every worker",
                                 kind="interrupt") from None
 
-    def _begin_watch(self, size: int) -> None:
+    def _begin_watch(self, futures) -> None:
+        size = len(futures)
+        self._turn = turn_signal(futures)
         self._next_look = time.monotonic() + POLL_SECONDS
         self._silence = SilenceWatch(size, self.silence, jitter=self.jitter)
         self._stalls = StallCheck(size, self.settings, self._failures.describe)
@@ -235,6 +236,20 @@ class CellWatch:
 
     def dead_ranks(self, ranks: list[int]) -> list[int]:
         return dead_ranks(self.group, self.workers, ranks)
+
+
+def _wait_a_turn(turn: threading.Event | None, futures) -> None:
+    """Until a rank fails, the last one ends, or POLL_SECONDS pass (output, data and
+    silence are looked at as often): not at each reply (turn_signal). With replies that
+    cannot say: on a rank still running (a finished one's wait returns at once, and the
+    loop would spin on a core the last rank needs)."""
+    if turn is not None:
+        turn.wait(POLL_SECONDS)
+        turn.clear()   # what set it is seen by the look that follows
+        return
+    running = next((f for f in futures if not f.done()), None)
+    if running is not None:
+        running.wait(POLL_SECONDS)
 
 
 def dead_ranks(group: EngineGroup, workers: list[EngineReport],

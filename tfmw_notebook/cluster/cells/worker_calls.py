@@ -9,6 +9,7 @@ error on any engine raises here.
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 from ipyparallel import AsyncResult
@@ -18,6 +19,7 @@ from ...protocol import worker_modules
 from ...protocol.run_options import CellOptions, FitState
 from ...worker.entry import call
 from ..launch.engines import EngineGroup
+from .engine_reply import EngineReply
 
 
 class WorkerCalls:
@@ -43,9 +45,9 @@ class WorkerCalls:
     def _broadcast(self, ids: list[int], entry: str, *args: Any) -> list:
         """One request, which ipyparallel's broadcast scheduler hands to every engine of
         `ids` (one message per engine cost the notebook ~2 ms apiece, measured at 12);
-        one AsyncResult per engine, in the order of `ids`."""
+        one reply per engine (EngineReply), in the order of `ids`."""
         client = self.group.client
-        sent = client.broadcast_view(ids).apply_async(call, entry, *args)
+        sent = broadcast_view(client, ids).apply_async(call, entry, *args)
         for msg_id in sent.msg_ids:
             forget_when_done(client, msg_id)
         return per_engine(sent)
@@ -53,7 +55,7 @@ class WorkerCalls:
     def push(self, ids: list[int], namespace: dict[str, Any]) -> None:
         """Bind `namespace`'s names on every engine of `ids`: one request, however many."""
         client = self.group.client
-        sent = client.broadcast_view(ids).push(namespace, block=False)
+        sent = broadcast_view(client, ids).push(namespace, block=False)
         for msg_id in sent.msg_ids:
             forget_when_done(client, msg_id)
         sent.get(timeout=self.timeout)
@@ -109,7 +111,7 @@ class WorkerCalls:
 
     def submit_cell(self, ids: list[int], source: str, filename: str, display_rank: int | None,
                     options: CellOptions, state: FitState, scope: bool = True) -> list:
-        """Start the cell on the engines `ids`, sent once; one AsyncResult per engine, in
+        """Start the cell on the engines `ids`, sent once; one EngineReply per engine, in
         the order of `ids`, which cell_watch.py watches."""
         return self._broadcast(ids, "run_cell", source, filename, display_rank, options, state,
                                scope)
@@ -158,17 +160,32 @@ class WorkerCalls:
         return self._same("diagnose_result", ids, what="lookup")
 
 
-def per_engine(sent: AsyncResult) -> list[AsyncResult]:
-    """One AsyncResult per engine of the broadcast `sent`, in its order, each on the record
-    ipyparallel made for that engine's message as it went out.
+_views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # client -> (ids, view)
+
+
+def broadcast_view(client, ids: list[int]):
+    """The client's broadcast view of the engines `ids`, the one made for the same ids last
+    (ipyparallel's views are made to be used again; making one, with its traits, was 5% of
+    the notebook's CPU in a trivial cell, measured at N = 4)."""
+    kept = _views.get(client)
+    if kept is not None and kept[0] == tuple(ids):
+        return kept[1]
+    view = client.broadcast_view(ids)
+    _views[client] = (tuple(ids), view)
+    return view
+
+
+def per_engine(sent: AsyncResult) -> list[EngineReply]:
+    """One reply per engine of the broadcast `sent`, in its order, each on the record
+    ipyparallel made for that engine's message as it went out (engine_reply.py: lighter
+    than an AsyncResult per engine).
 
     Not `client.get_result(msg_id)`: that looks the record up afterwards, and a cell quick
     enough to end while the notebook was held (a busy machine) has had its record dropped
     from the client's caches by `sent` itself: an empty one stands in, its output done
     (measured: a fast cell's whole stdout lost on every worker, 1 run in ~50 under load).
     """
-    return [AsyncResult(sent._client, child, targets=[target], fname=sent._fname, owner=False)
-            for child, target in zip(sent._children, sent._targets)]
+    return [EngineReply(child, target) for child, target in zip(sent._children, sent._targets)]
 
 
 def forget_when_done(client, msg_id: str) -> None:

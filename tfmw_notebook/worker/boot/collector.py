@@ -12,14 +12,14 @@ from __future__ import annotations
 import gc
 
 
-def freeze_startup_objects() -> int:
-    """Exempt every object alive now from later collections; return how many.
+def freeze_startup_objects() -> None:
+    """Exempt every object alive now from later collections.
 
     Called at the end of the bootstrap, before any cell ran, so what is frozen is
     the libraries' state. A full collection first would cost the start-up 0.4 s to
     free about 20 objects (measured); the young generations hold the start-up's
-    short-lived garbage and cost under a millisecond.
+    short-lived garbage and cost under a millisecond. (Not `gc.get_freeze_count()`
+    after it: it walks all 400,000 objects, 86 ms of each worker's start, measured.)
     """
     gc.collect(1)
     gc.freeze()
-    return gc.get_freeze_count()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ class Heartbeat:
         self.period = period
         self.check = check  # also run at every beat (controller_watch.check)
         self.beats = 0
+        self.due = 0.0      # when the next beat is due (time.monotonic), set by the beater
 
     def __enter__(self) -> Heartbeat:
         # The first beat one period in: the notebook counts silence from the cell's start,
@@ -51,42 +53,58 @@ class Heartbeat:
 
 class _Beater:
     """The thread that beats for the block under way, if any. No beat is sent once its
-    block has ended: a beat and `end` take the same lock."""
+    block has ended: a beat and `end` take the same lock.
+
+    A block's start wakes the thread only when it idles (no block since its last wait
+    ended); its end wakes it never: a thread still waiting for an earlier block's beat
+    wakes no later than the new block's first one is due (that block began later), and
+    then waits for it. Waking it at each start and end cost each worker two turns of
+    that thread per cell (measured: ~0.1 ms of CPU of a trivial cell's 1.7 ms per worker)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._current: Heartbeat | None = None
         self._thread: threading.Thread | None = None
+        self._idle = False   # the thread waits for a block, with no deadline
+        self.waits = self.wakes = 0   # the thread's waits begun and ended (tests count them)
 
     def begin(self, heartbeat: Heartbeat) -> None:
         with self._lock:
+            heartbeat.due = time.monotonic() + heartbeat.period
             self._current = heartbeat
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="tfdist-heartbeat",
                                                 daemon=True)
                 self._thread.start()
-            self._wake.notify()
+            elif self._idle:
+                self._wake.notify()
 
     def end(self, heartbeat: Heartbeat) -> None:
         with self._lock:
             if self._current is heartbeat:
                 self._current = None
-                self._wake.notify()
 
     def _run(self) -> None:
         while True:
             with self._lock:
-                while self._current is None:
-                    self._wake.wait()
-                beating = self._current
-                # Woken early by the block's end (or a new block): no beat for it.
-                self._wake.wait(beating.period)
-                if self._current is not beating:
-                    continue
+                beating = self._next_due()
                 beating.beat()
             if beating.check is not None:
                 beating.check()
+            beating.due = time.monotonic() + beating.period
+
+    def _next_due(self) -> Heartbeat:
+        """Wait (holding the lock between waits) until a block's beat is due; that block."""
+        while True:
+            current = self._current
+            self._idle = current is None
+            delay = None if current is None else current.due - time.monotonic()
+            if delay is not None and delay <= 0:
+                return current
+            self.waits += 1
+            self._wake.wait(delay)   # None: until a block begins
+            self.wakes += 1
 
 
 _beater = _Beater()
