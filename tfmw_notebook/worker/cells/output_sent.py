@@ -59,8 +59,8 @@ def _sent_already(stream) -> bool:
 def _queue_flush(stream, pub_thread) -> None:
     """Have the I/O thread send what `stream` holds, without waiting: the marker queued
     after it waits for both streams at once (OutStream.flush() waits itself, per stream)."""
-    flush = getattr(stream, "_flush", None)
-    if getattr(stream, "pub_thread", None) is pub_thread and callable(flush):
-        pub_thread.schedule(flush)
+    flush, owner = getattr(stream, "_flush", None), getattr(stream, "pub_thread", None)
+    if owner is not None and owner is pub_thread and callable(flush):
+        owner.schedule(flush)
     else:
         stream.flush()

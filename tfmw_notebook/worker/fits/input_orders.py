@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..common import guarded_patches
+from .optimizer_steps import optimizer_steps
 
 KEY = "tfmw_input_orders"   # where a fit's record keeps its counts (its History's params)
 _LONGEST = 64               # datasets looked at above an iterated one
@@ -115,7 +116,7 @@ def counting(model: Any, arguments: dict[str, Any]) -> Iterator[None]:
     watched = {name: data for name, data in arguments.items() if reshuffles(data)}
     _watch = _Watch(watched) if watched else None
     _last = {}
-    began = _optimizer_steps(model)
+    began = optimizer_steps(model)
     try:
         yield
     finally:
@@ -124,21 +125,13 @@ def counting(model: Any, arguments: dict[str, Any]) -> Iterator[None]:
                             "repeats": _repeats(data)}
                      for name, data in _watch.datasets.items()}
             if "x" in _last:
-                _last["x"]["batches"] = max(0, _optimizer_steps(model) - began)
+                _last["x"]["batches"] = max(0, optimizer_steps(model) - began)
         _watch = None
 
 
 def last_counts() -> dict[str, dict[str, Any]]:
     """The counts of the fit that just ended (empty: none of its inputs reshuffles)."""
     return {name: dict(count) for name, count in _last.items()}
-
-
-def _optimizer_steps(model: Any) -> int:
-    iterations = getattr(getattr(model, "optimizer", None), "iterations", None)
-    try:
-        return int(iterations.numpy()) if iterations is not None else 0
-    except (AttributeError, TypeError, ValueError):
-        return 0
 
 
 def give_back(arguments: dict[str, Any], counts: dict[str, dict[str, Any]]) -> None:

@@ -43,6 +43,7 @@ from typing import Any
 from ..common import guarded_patches, import_hooks
 from ..corrections.loop_batches import unseeded_shuffle
 from . import input_orders
+from .optimizer_steps import optimizer_steps
 
 
 @dataclass
@@ -82,7 +83,7 @@ def watching(model: Any, initial_epoch: int | None, data: Any) -> Iterator[None]
     """Around an outermost fit() of `model` starting at `initial_epoch` (the call's, before
     any backup moves it) on input `data`."""
     global _fit
-    _fit = _Fit(int(initial_epoch or 0), data, model, start_step=_optimizer_steps(model))
+    _fit = _Fit(int(initial_epoch or 0), data, model, start_step=optimizer_steps(model))
     try:
         yield
     finally:
@@ -100,7 +101,7 @@ def resume_at(model: Any, steps_per_epoch: int | None) -> int | None:
     call began; the first epoch's loop then starts at the batch after them."""
     if _fit is None:
         return None
-    done = _optimizer_steps(model) - _fit.start_step
+    done = optimizer_steps(model) - _fit.start_step
     if done <= 0:
         return None
     if not steps_per_epoch:
@@ -108,14 +109,6 @@ def resume_at(model: Any, steps_per_epoch: int | None) -> int | None:
         return None
     _fit.plan = (done // steps_per_epoch, done % steps_per_epoch)
     return _fit.start_epoch + done // steps_per_epoch
-
-
-def _optimizer_steps(model: Any) -> int:
-    iterations = getattr(getattr(model, "optimizer", None), "iterations", None)
-    try:
-        return int(iterations.numpy()) if iterations is not None else 0
-    except (AttributeError, TypeError, ValueError):
-        return 0
 
 
 def install() -> None:
@@ -193,7 +186,7 @@ def _position_from_optimizer(handler) -> None:
     epoch's length is not known or the optimizer counts no steps of this fit."""
     if _fit is None or _fit.taken:
         return
-    steps, done = handler._inferred_steps, _optimizer_steps(_fit.model) - _fit.start_step
+    steps, done = handler._inferred_steps, optimizer_steps(_fit.model) - _fit.start_step
     if not steps or done <= 0:
         return
     handler._initial_epoch = _fit.start_epoch + done // steps

@@ -32,6 +32,7 @@ from ..liveness.reporting import EventPublisher
 from ..writes import checkpointing, tensorboard_logs
 from . import fit_state, input_orders, input_position
 from .keras_callbacks import callback_logic, keras_callbacks
+from .optimizer_steps import optimizer_steps
 
 
 @dataclass
@@ -351,19 +352,11 @@ def _backup_callbacks(model, ours, options) -> list:
     (with `--grace`) the save a SIGTERM asks for at the next step every worker agrees on."""
     backup = _backup(model, options)
     extra = [backup, ours.resume_point(),
-             ours.resume_notice(is_chief=_worker.is_chief, start_step=_optimizer_step(model))]
+             ours.resume_notice(is_chief=_worker.is_chief, start_step=optimizer_steps(model))]
     if options.grace is not None:
         extra.append(ours.preemption_save(backup, grace=options.grace, rank=_worker.rank,
                                           world_size=_worker.world_size))
     return extra
-
-
-def _optimizer_step(model) -> int:
-    """The optimizer's step count now (0 where it has none yet: not compiled, not built)."""
-    try:
-        return int(model.optimizer.iterations.numpy())
-    except (AttributeError, TypeError, ValueError):
-        return 0
 
 
 def _backup(model, backup):

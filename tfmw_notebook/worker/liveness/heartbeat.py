@@ -100,7 +100,7 @@ class _Beater:
             current = self._current
             self._idle = current is None
             delay = None if current is None else current.due - time.monotonic()
-            if delay is not None and delay <= 0:
+            if current is not None and delay is not None and delay <= 0:
                 return current
             self.waits += 1
             self._wake.wait(delay)   # None: until a block begins

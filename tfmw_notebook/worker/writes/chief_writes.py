@@ -354,7 +354,7 @@ def _manager_save(save: Callable) -> Callable:
         named = getattr(self, "_tfmw_named", None)
         if named is None:
             return save(self, *args, **kwargs)
-        with _swapped(self, _directory=_write_path(named[0]),
+        with swapped(self, _directory=_write_path(named[0]),
                       _checkpoint_prefix=_write_path(named[1])):
             return save(self, *args, **kwargs)
     return wrapper
@@ -381,7 +381,7 @@ def _patch_tf_keras_temp_dirs(distributed_file_utils: Any) -> None:
 
 
 @contextlib.contextmanager
-def _swapped(obj: Any, **values: Any) -> Iterator[None]:
+def swapped(obj: Any, **values: Any) -> Iterator[None]:
     """While inside: `obj`'s attributes are `values` (the user's object looks the same after)."""
     saved = {name: getattr(obj, name) for name in values}
     for name, value in values.items():
@@ -402,7 +402,7 @@ def _writing_to_copy(names: tuple[str, ...]) -> Callable[[Callable], Callable]:
     def wrap(method: Callable) -> Callable:
         @functools.wraps(method)
         def wrapper(self, *args, **kwargs):
-            with _swapped(self, **_copies_of(self, names)):
+            with swapped(self, **_copies_of(self, names)):
                 return method(self, *args, **kwargs)
         return wrapper
     return wrap
@@ -439,7 +439,7 @@ def _backup_restorer(on_train_begin: Callable) -> Callable:
         if os.path.exists(copies["_weights_path"]):
             # This worker's own backup, from a fit earlier in this cell: the same state the
             # chief backed up at that point.
-            with _swapped(self, **copies):
+            with swapped(self, **copies):
                 return on_train_begin(self, logs)
         try:
             return self._load_model()               # the chief's backup
@@ -456,6 +456,6 @@ def _backup_restorer(on_train_begin: Callable) -> Callable:
             metadata = self._prev_training_metadata_path
             if not os.path.exists(metadata):
                 metadata = os.path.join(copies["backup_dir"], "no-metadata.json")
-            with _swapped(self, _weights_path=previous, _training_metadata_path=metadata):
+            with swapped(self, _weights_path=previous, _training_metadata_path=metadata):
                 return self._load_model()
     return wrapper

@@ -17,13 +17,13 @@ renamed are the ones in force when the write runs.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 from collections.abc import Callable
 from typing import Any
 
 from ..common.import_hooks import when_imported
+from . import chief_writes
 
 _MARK = "_tfmw_backup_commit"   # set on the wrapper, so nothing is wrapped twice
 
@@ -54,7 +54,7 @@ def committed_whole(save_model: Callable) -> Callable:
         finals = {"_weights_path": self._weights_path,
                   "_training_metadata_path": self._training_metadata_path}
         temps = {name: _temporary(path) for name, path in finals.items()}
-        with _swapped(self, temps):
+        with chief_writes.swapped(self, **temps):
             result = save_model(self, *args, **kwargs)
         for name in ("_weights_path", "_training_metadata_path"):
             if os.path.exists(temps[name]):
@@ -68,15 +68,3 @@ def _temporary(path: str) -> str:
     `.weights.h5`. Of this process: two writers never share one."""
     folder, name = os.path.split(path)
     return os.path.join(folder, f".writing-{os.getpid()}-{name.replace('latest', 'next')}")
-
-
-@contextlib.contextmanager
-def _swapped(obj: Any, values: dict[str, str]):
-    saved = {name: getattr(obj, name) for name in values}
-    for name, value in values.items():
-        setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(obj, name, value)
