@@ -53,6 +53,16 @@ def test_max_restarts_adds_a_backup_inside_the_run(tmp_path):
                                           save_freq=30)
 
 
+def test_backup_every_alone_writes_the_backup_a_rerun_resumes_from(tmp_path):
+    """It was dropped without a word: no backup, and the rerun trained from step 0."""
+    options, run_dir = build("--backup-every 5 --no-checkpoint --checkpoint-dir mine", tmp_path)
+    assert run_dir == str(tmp_path / "mine") and options.checkpoint is None
+    assert options.backup is not None and options.backup.save_freq == 5
+    assert options.backup.directory == str(tmp_path / "mine" / "backup")
+    default, _ = build("--max-restarts 1", tmp_path)
+    assert default.backup is not None and default.backup.save_freq == "epoch"
+
+
 def test_resume_from_latest_continues_that_run(tmp_path):
     run = tmp_path / "tfdist_checkpoints" / "run-1"
     make_checkpoint(str(run), 1)

@@ -101,6 +101,23 @@ def test_a_second_fit_of_a_trained_model_is_not_called_resumed(kernel, tmp_path)
             == [2 * STEPS] * 2)
 
 
+def test_backup_every_alone_lets_the_cell_run_again_resume(kernel, tmp_path):
+    """No --max-restarts: the kill fails the cell; run again with the same run directory,
+    the fit resumes from the backup --backup-every asked for (it was not written before)."""
+    log = str(tmp_path / "epochs.log")
+    kernel.ok(f"%%tfdist\nEPOCH_LOG = {log!r}\nKILL_AT = [2]\n" + SETUP)
+    kernel.ok("%%tfdist\nmodel = build()")
+    cell = (f"%%tfdist --backup-every {STEPS} --checkpoint-dir {tmp_path / 'run'}\n"
+            f"history = model.fit(train, epochs=4, steps_per_epoch={STEPS}, "
+            "callbacks=[Faults()])")
+    failed = kernel.execute(cell, timeout=300)
+    assert failed.status == "error" and "died" in failed.error["evalue"], failed.error_text
+    out = kernel.ok(cell, timeout=300)
+    assert "resumed from the automatic backup: epoch 3" in out.stdout, out.stdout
+    assert_exactly_trained(kernel, 4, [int(line) for line in open(log).read().split()],
+                           restarts=1)
+
+
 def test_two_kills_with_two_restarts(kernel, tmp_path):
     out, begun, _ = fit_with_faults(kernel, tmp_path, kill_at=[1, 4], max_restarts=2)
     assert out.status == "ok", out.error_text + out.stderr

@@ -70,9 +70,11 @@ def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None
     spec = args.resume_from or resume_next
     resume = resume_point(spec, cwd=cwd) if spec else None
     saving = checkpointing and not args.no_checkpoint
+    # --backup-every alone asks for the backup: a rerun with the same run resumes from it.
+    backing_up = bool(args.max_restarts) or args.backup_every is not None
     if resume is not None and not args.checkpoint_dir and not name:
         run_dir = os.path.dirname(resume.path)  # continue the same run
-    elif saving or args.max_restarts:
+    elif saving or backing_up:
         run_dir = run_directory(args.checkpoint_dir, cwd=cwd, name=name)
     else:
         run_dir = None
@@ -81,9 +83,9 @@ def build(args, *, dashboard: bool, checkpointing: bool, resume_next: str | None
         checkpoint = CheckpointPolicy(run_dir=run_dir, every=args.checkpoint_every,
                                       keep_last=args.keep_last, keep_best=args.keep_best,
                                       monitor=args.monitor, mode=args.monitor_mode)
-    if args.max_restarts and run_dir is not None:
+    if backing_up and run_dir is not None:
         backup = BackupPolicy(directory=os.path.join(run_dir, "backup"),
-                              save_freq=args.backup_every, grace=args.grace)
+                              save_freq=args.backup_every or "epoch", grace=args.grace)
     options = CellOptions(report=dashboard and not args.no_dashboard,
                           quiet_progress=not args.raw_progress, checkpoint=checkpoint,
                           backup=backup,
