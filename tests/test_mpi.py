@@ -138,7 +138,9 @@ def test_killed_rank_is_named_with_its_host_and_the_fit_completes_in_a_new_mpi_j
     assert victim["host"] == sim.hosts[1].hostname
     old = set(job_processes(sim))
     marker = str(tmp_path / "killed")
-    code = FIT.format(flags=" --max-restarts 1", rank=1, marker=marker, epochs=3,
+    # A backup every 4 steps: the kill (at the 6th) comes after one, so there is one to resume
+    # from (with the default, every epoch, there was none yet and the fit starts over).
+    code = FIT.format(flags=" --max-restarts 1 --backup-every 4", rank=1, marker=marker, epochs=3,
                       action="os.kill(os.getpid(), signal.SIGKILL)")
     began = time.monotonic()
     out = kernel.execute(code, timeout=240)

@@ -234,7 +234,9 @@ def test_max_restarts_survives_a_killed_remote_engine_through_the_launcher(sim, 
     code = FIT_WITH_MARKER.format(rank=2, marker=marker, epochs=3,
                                   action="os.kill(os.getpid(), signal.SIGKILL)")
     began = time.monotonic()
-    out = kernel.execute("%%tfdist --max-restarts 1\n" + code, timeout=240)
+    # A backup every 4 steps: the kill (at the 6th) comes after one, so there is one to resume
+    # from (with the default, every epoch, there was none yet and the fit starts over).
+    out = kernel.execute("%%tfdist --max-restarts 1 --backup-every 4\n" + code, timeout=240)
     took = time.monotonic() - began
 
     assert out.status == "ok", out.error_text + out.stderr

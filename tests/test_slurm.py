@@ -106,7 +106,9 @@ def test_killed_engine_is_named_with_host_and_job_and_the_fit_completes_via_sbat
     old_job = running_job(slurm)
     victim = status(kernel)[2]
     marker = str(tmp_path / "killed")
-    code = FIT.format(flags=" --max-restarts 1", rank=2, marker=marker, epochs=3,
+    # A backup every 4 steps: the kill (at the 6th) comes after one, so there is one to resume
+    # from (with the default, every epoch, there was none yet and the fit starts over).
+    code = FIT.format(flags=" --max-restarts 1 --backup-every 4", rank=2, marker=marker, epochs=3,
                       action="os.kill(os.getpid(), signal.SIGKILL)")
     began = time.monotonic()
     out = kernel.execute(code, timeout=240)

@@ -20,6 +20,7 @@ A cell whose steps averaged gradients over batches left whole gets one line sayi
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -29,6 +30,7 @@ from ..common import guarded_patches, identity, shared_strategy
 from . import cross_replica_steps
 
 CELL_PREFIX = "<tfdist-cell-"   # the filename a %%tfdist cell's code is compiled under
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 _BATCHING = {"_BatchDataset", "_ParallelBatchDataset", "_PaddedBatchDataset"}
 _ROW_WISE = {"_MapDataset", "_ParallelMapDataset"}   # one batch in, one batch out
@@ -173,6 +175,10 @@ def _colocated(dataset: Any) -> Any:
 
 
 def _from_a_cell(frame: Any) -> bool:
+    """Whether the call came from a cell's own code: the first frame outside this package
+    (another of its corrections may wrap `__iter__` around this one: input_orders.py)."""
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame = frame.f_back
     return frame is not None and frame.f_code.co_filename.startswith(CELL_PREFIX)
 
 
