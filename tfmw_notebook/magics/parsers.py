@@ -341,10 +341,9 @@ def _add_saving_options(saving) -> None:
                              "up to K times")
     saving.add_argument("--backup-every", type=_backup_frequency, default=None,
                         metavar="epoch|STEPS",
-                        help="how often the automatic backup is written (every epoch by "
-                             "default, with --max-restarts); given alone, the backup is "
-                             "written too: the cell run again after a failure or an interrupt, "
-                             "with the same --name or --checkpoint-dir, resumes from it")
+                        help="how often the automatic backup is written (default: each "
+                             "epoch, with --max-restarts); alone, it backs up too: the cell run "
+                             "again with the same --name/--checkpoint-dir resumes from it")
     saving.add_argument("--grace", type=grace_seconds, default=DEFAULT_GRACE,
                         metavar="S|off",
                         help="a worker sent SIGTERM (a preemption) mid-fit: every worker backs "
