@@ -29,6 +29,12 @@ keeps tf-keras' counters. The fit wrapper (keras_hooks.py) says where the call a
 start (`watching`). A pipeline that cannot be replayed (an unseeded shuffle: another
 order each time) is still advanced, and `outcome()` says so for the resume line
 (keras_resume_notice.py).
+
+A fit continued from an automatic checkpoint (`--resume-from`, checkpoint_resume.py) is
+put back the same way: `resuming` tells the next fit where the checkpoint's run began
+(its first epoch and its optimizer's step then, which the checkpoint records), so the
+restored optimizer's step says how far that run went. A checkpoint that does not record
+it (written before it did) is taken as its whole epochs from the first.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from typing import Any
 
 from ..common import guarded_patches, import_hooks
 from ..corrections.loop_batches import unseeded_shuffle
+from ..writes import checkpointing
 from . import input_orders
 from .optimizer_steps import optimizer_steps
 
@@ -69,25 +76,51 @@ class _Fit:
     start_epoch: int      # the epoch the fit() call asked to start at
     data: Any             # its `x`, looked at for what cannot be replayed
     model: Any = None     # its optimizer's steps say where a resume is
-    start_step: int = 0   # its optimizer's steps when the call began (Keras 3's resume)
+    # its optimizer's steps when the call (or the run it continues) began; None: not known
+    start_step: int | None = 0
     replay: Replay | None = None
     taken: bool = False   # the fit's training input was looked at (validation's is not)
     plan: tuple[int, int] | None = None   # Keras 3: (epochs, batches) done at the backup
+    resumed_epochs: int = 0   # --resume-from: the epochs its checkpoint had done
+
+
+@dataclass
+class _Origin:
+    """Where the run a `--resume-from` fit continues began, and its checkpoint's epochs."""
+
+    epoch: int
+    step: int | None
+    epochs: int
 
 
 _fit: _Fit | None = None
+_origin: _Origin | None = None
+
+
+def resuming(epoch: int, step: int | None, epochs: int) -> None:
+    """The next fit continues a run begun at `epoch` with its optimizer at `step` (None:
+    not recorded), from a checkpoint `epochs` epochs later (`--resume-from`)."""
+    global _origin
+    _origin = _Origin(epoch, step, epochs)
 
 
 @contextlib.contextmanager
 def watching(model: Any, initial_epoch: int | None, data: Any) -> Iterator[None]:
     """Around an outermost fit() of `model` starting at `initial_epoch` (the call's, before
-    any backup moves it) on input `data`."""
-    global _fit
-    _fit = _Fit(int(initial_epoch or 0), data, model, start_step=optimizer_steps(model))
+    any backup moves it) on input `data`; its checkpoints record where its run began."""
+    global _fit, _origin
+    origin, _origin = _origin, None
+    if origin is None:
+        _fit = _Fit(int(initial_epoch or 0), data, model, start_step=optimizer_steps(model))
+    else:
+        _fit = _Fit(origin.epoch, data, model, start_step=origin.step,
+                    resumed_epochs=origin.epochs)
+    checkpointing.run_began(_fit.start_epoch, _fit.start_step)
     try:
         yield
     finally:
         _fit = None
+        checkpointing.run_began(None, None)
 
 
 def outcome() -> Replay | None:
@@ -101,14 +134,25 @@ def resume_at(model: Any, steps_per_epoch: int | None) -> int | None:
     call began; the first epoch's loop then starts at the batch after them."""
     if _fit is None:
         return None
-    done = optimizer_steps(model) - _fit.start_step
-    if done <= 0:
+    done = _steps_done(model, steps_per_epoch or 0)
+    if done <= 0 and not _fit.resumed_epochs:
         return None
-    if not steps_per_epoch:
+    if not steps_per_epoch:   # --resume-from: the checkpoint's epoch, from its first batch
         _fit.replay = Replay(problem="the number of batches in an epoch is not known")
-        return None
+        return _fit.start_epoch + _fit.resumed_epochs if _fit.resumed_epochs else None
     _fit.plan = (done // steps_per_epoch, done % steps_per_epoch)
     return _fit.start_epoch + done // steps_per_epoch
+
+
+def _steps_done(model: Any, steps_per_epoch: int) -> int:
+    """The steps the running fit (or the run it continues) had taken at the state it
+    resumes from: its restored optimizer's since it began; a checkpoint's whole epochs
+    where that start is not known."""
+    if _fit is None:
+        return 0
+    if _fit.start_step is None:
+        return _fit.resumed_epochs * steps_per_epoch
+    return optimizer_steps(model) - _fit.start_step
 
 
 def install() -> None:
@@ -186,7 +230,10 @@ def _position_from_optimizer(handler) -> None:
     epoch's length is not known or the optimizer counts no steps of this fit."""
     if _fit is None or _fit.taken:
         return
-    steps, done = handler._inferred_steps, optimizer_steps(_fit.model) - _fit.start_step
+    steps = handler._inferred_steps
+    if not steps and _fit.resumed_epochs:   # --resume-from: at least the checkpoint's epoch
+        handler._initial_epoch = _fit.start_epoch + _fit.resumed_epochs
+    done = _steps_done(_fit.model, steps or 0)
     if not steps or done <= 0:
         return
     handler._initial_epoch = _fit.start_epoch + done // steps

@@ -29,8 +29,8 @@ from ..corrections import keras_flavour, other_strategy_scope
 from ..data import input_release, sharded_fit
 from ..experiments import run_facts, trial_report
 from ..liveness.reporting import EventPublisher
-from ..writes import checkpointing, tensorboard_logs
-from . import fit_state, input_orders, input_position
+from ..writes import tensorboard_logs
+from . import checkpoint_resume, fit_state, input_orders, input_position
 from .keras_callbacks import callback_logic, keras_callbacks
 from .optimizer_steps import optimizer_steps
 
@@ -446,9 +446,9 @@ def _dataset_batch_size(dataset) -> int | None:
 
 
 def _resume(model, path: str, kwargs: dict, args: tuple, positions: dict) -> None:
-    meta = checkpointing.restore(model, path)
-    if "initial_epoch" not in kwargs and len(args) <= positions["initial_epoch"]:
-        kwargs["initial_epoch"] = meta["epoch"]
-    if _worker.is_chief:
-        print(f"resumed from {os.path.basename(path)}: epoch {meta['epoch']}, "
-              f"step {meta.get('step')}")   # for the record, not a warning: stdout
+    """--resume-from: the checkpoint restored, the fit and its input put where the fit that
+    wrote it was (checkpoint_resume.py)."""
+    positional = len(args) > positions["initial_epoch"]
+    kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + checkpoint_resume.resume(
+        model, path, kwargs, asked_epoch=_argument("initial_epoch", args, kwargs, positions),
+        positional=positional, is_chief=_worker.is_chief)

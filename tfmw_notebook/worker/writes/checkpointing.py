@@ -29,6 +29,15 @@ from ..corrections import keras_flavour
 from . import background_writes, chief_writes, weights_snapshot
 
 _TOKENS = random.SystemRandom()   # leaves `random`'s global generator to the user's code
+_run_start: dict | None = None    # where the running fit's run began (see run_began)
+
+
+def run_began(epoch: int | None, step: int | None) -> None:
+    """The running fit's run began at `epoch` with its optimizer at `step` (None: no fit
+    runs, or not known): its checkpoints record it, so that `--resume-from` puts the
+    input of the fit it continues at the checkpoint's step (fits/input_position.py)."""
+    global _run_start
+    _run_start = None if epoch is None or step is None else {"epoch": epoch, "step": step}
 
 
 def save(model, *, run_dir: str, epoch: int, rank: int, is_chief: bool, metrics: dict,
@@ -85,8 +94,8 @@ def _meta(model, run_dir: str, epoch: int, metrics: dict, wall_time: float) -> d
 
     optimizer = getattr(model, "optimizer", None)
     step = int(optimizer.iterations.numpy()) if optimizer is not None else None
-    return {"epoch": epoch, "step": step, "metrics": metrics, "wall_time": wall_time,
-            "saved_at": time.time(), "tf_version": tf.__version__,
+    return {"epoch": epoch, "step": step, "start": _run_start, "metrics": metrics,
+            "wall_time": wall_time, "saved_at": time.time(), "tf_version": tf.__version__,
             "run": os.path.basename(os.path.normpath(run_dir)), "model": model.name,
             "keras": keras_flavour.keras_of(model)}   # which Keras reads model.json back
 
