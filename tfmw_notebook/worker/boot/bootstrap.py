@@ -37,7 +37,7 @@ from ..experiments import chief_tracking, tracker_corrections
 from ..fits import keras_hooks, preemption
 from ..liveness import controller_watch
 from ..liveness.reporting import EventPublisher
-from ..writes import chief_writes, keras3_backup_commit, shared_directories
+from ..writes import chief_writes, keras3_backup_commit, random_state_backup, shared_directories
 from . import collector, deferred_imports, gpus, handshake
 
 
@@ -142,6 +142,7 @@ def _correct_third_party_code(rank: int) -> None:
     shared_directories.install()
     input_release.install()
     keras3_backup_commit.install()   # before chief_writes: its redirection wraps this
+    random_state_backup.install()    # so does this, which wraps the commit
     chief_writes.install(is_chief=rank == 0, task_id=rank)
     chief_tracking.install(is_chief=rank == 0)
     tracker_corrections.install()

@@ -5,13 +5,14 @@ The callback's logic; keras_callbacks.py puts it on the Callback class of the mo
 
 from __future__ import annotations
 
-from . import input_position
+from . import input_position, random_draws
 from .callback_logic import CallbackLogic
 
 
 class ResumeNotice(CallbackLogic):
-    """Prints the epoch and step a fit resumed at from its automatic backup, and where its
-    input was put back (input_position.py); chief only. `start_step`: the optimizer's step
+    """Prints the epoch and step a fit resumed at from its automatic backup, where its
+    input was put back (input_position.py) and what its random layers draw from
+    (random_draws.py); chief only. `start_step`: the optimizer's step
     count when the fit was called, before the backup could load: a model trained by an
     earlier fit starts above 0 without resuming anything, and a resumed fit's step is
     counted from there."""
@@ -36,4 +37,5 @@ class ResumeNotice(CallbackLogic):
         if step > 0 and self.is_chief:
             replay = input_position.outcome()   # where the input was put back (if it was)
             print(f"resumed from the automatic backup: epoch {(self._epoch or 0) + 1}, "
-                  f"step {step}{replay.line() if replay is not None else ''}")
+                  f"step {step}{replay.line() if replay is not None else ''}"
+                  f"{random_draws.resume_line(self.model)}")
