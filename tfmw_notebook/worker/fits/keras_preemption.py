@@ -4,10 +4,11 @@ A worker sent SIGTERM (preemption.py) cannot save alone: its peers are in the sa
 all-reduce, and a backup of one worker at step n and another at n+1 cannot be resumed.
 So every few batches (their number agreed at each check: BUDGET below) all workers sum one
 flag per worker (one small all-reduce, traced once); when any flag is set, each backs up
-through the fit's own BackupAndRestore at that same batch, they meet once more (every
-backup is on disk), and the fit raises AbortedError, which the notebook counts as
-retryable: `--max-restarts` restarts the workers and the fit resumes from that backup, its
-input at that batch (input_position.py).
+through the fit's own BackupAndRestore at that same batch (the chief waits for its
+writer thread to commit it), they meet once more (every backup is on disk), and the fit
+raises AbortedError, which the notebook counts as retryable: `--max-restarts` restarts
+the workers and the fit resumes from that backup, its input at that batch
+(input_position.py).
 Cost: benchmarks/preemption_check.py.
 
 The callback's logic; keras_callbacks.py puts it on the Callback class of the model's Keras.
@@ -21,6 +22,7 @@ import time
 from typing import Any
 
 from ..common import guarded_patches, shared_strategy
+from ..writes import background_writes
 from . import preemption
 from .callback_logic import CallbackLogic
 
@@ -78,7 +80,7 @@ class PreemptionSave(CallbackLogic):
     def _stop(self, batch: int, asked: list[int]) -> None:
         import tensorflow as tf
 
-        saved = _save_now(self.backup, batch)
+        saved = _save_now(self.backup, batch) and _written()
         self._sum(False, 0)          # every worker's backup is written before any raises
         preemption.answered()
         step = int(self.model.optimizer.iterations.numpy())
@@ -117,6 +119,17 @@ def _all_reduce(size: int):
 
     agree.get_concrete_function()
     return agree
+
+
+def _written() -> bool:
+    """Whether the backups handed to the chief's writer thread are written and committed
+    (waited for here: the worker ends soon after)."""
+    try:
+        background_writes.wait()
+    except Exception:
+        return False
+    return True
+
 
 def _save_now(backup: Any, batch: int) -> bool:
     """The fit's BackupAndRestore writes its backup now (tf-keras `_backup`, Keras 3

@@ -37,14 +37,19 @@ def tell_with(publish: Callable[[dict], Any] | None) -> None:
     _tell = publish
 
 
-def hand_over(write: Callable[[], None]) -> None:
-    """Run `write` on the writer thread, once the previous write has ended."""
+def hand_over(write: Callable[[], None], *, queued: bool = False) -> None:
+    """Run `write` on the writer thread, once the previous write has ended. `queued`: the
+    training thread does not wait for that write; `write` runs after it (a failure of
+    either is raised by the next `wait`)."""
     global _pending
-    wait()
+    previous = _pending if queued else None
+    if not queued:
+        wait()
     # Told before the write starts, from this thread: the notebook sees it in order with
     # the epoch's events, before anything that could make it restart the workers.
     _announce(True)
-    thread = threading.Thread(target=_run, args=(write,), name=WRITER_THREAD, daemon=True)
+    thread = threading.Thread(target=_run, args=(write, previous), name=WRITER_THREAD,
+                              daemon=True)
     _pending = thread
     thread.start()
 
@@ -76,9 +81,12 @@ def in_flight() -> bool:
     return _pending is not None and _pending.is_alive()
 
 
-def _run(write: Callable[[], None]) -> None:
+def _run(write: Callable[[], None], previous: threading.Thread | None = None) -> None:
     global _failure
     try:
+        if previous is not None:   # a queued write: the one before it ends first
+            previous.join()
+            _announce(True)        # that one's end said no write was under way
         write()
     except BaseException as error:   # reported on the training thread by wait()
         _failure = error

@@ -23,14 +23,16 @@ from collections.abc import Callable
 from typing import Any
 
 from ..common.import_hooks import when_imported
-from . import chief_writes
+from . import chief_writes, tf_keras_backup_writes
 
 _MARK = "_tfmw_backup_commit"   # set on the wrapper, so nothing is wrapped twice
 
 
 def install() -> None:
-    """Patch Keras 3's BackupAndRestore when it is imported (now, if it was)."""
+    """Patch Keras 3's BackupAndRestore when it is imported (now, if it was); and
+    tf-keras' backup writes (tf_keras_backup_writes.py)."""
     when_imported("keras.src.callbacks.backup_and_restore", patch)
+    tf_keras_backup_writes.install()
 
 
 def patch(backup_and_restore: Any) -> None:

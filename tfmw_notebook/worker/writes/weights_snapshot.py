@@ -53,7 +53,10 @@ class SnapshotTaker:
         self._variables: list = []
         self.reused = 0
 
-    def take(self, model) -> WeightsSnapshot | None:
+    def take(self, model, checkpoint: Any = None) -> WeightsSnapshot | None:
+        """`model`'s values now, as a checkpoint of the model and its optimizer holds
+        them, or as `checkpoint` (a `tf.train.Checkpoint` of the model and more: the
+        automatic backup's) holds them."""
         try:
             from tensorflow.python.checkpoint.functional_saver import MultiDeviceSaver
             from tensorflow.python.training.saving.saveable_object import SaveSpec
@@ -64,7 +67,7 @@ class SnapshotTaker:
         if gathered is not None and _same_objects(variables, self._variables):
             self.reused += 1
         else:
-            gathered = _gather(model)
+            gathered = _gather(model, checkpoint)
             if gathered is None:
                 return None
             rereadable = all(_rereadable(owner, key, value, SaveSpec)
@@ -79,12 +82,14 @@ class SnapshotTaker:
         return WeightsSnapshot(values, MultiDeviceSaver)
 
 
-def _gather(model) -> dict | None:
-    """What TensorFlow's saver would write for `model`: {owner: {key: value}}."""
+def _gather(model, checkpoint: Any = None) -> dict | None:
+    """What TensorFlow's saver would write for `model` (or `checkpoint`): {owner: {key:
+    value}}."""
     import tensorflow as tf
 
     try:
-        checkpoint = tf.train.Checkpoint(**trackables(model))   # its saver holds it weakly
+        if checkpoint is None:   # held here: its saver holds it weakly
+            checkpoint = tf.train.Checkpoint(**trackables(model))
         serialized, _feeds, registered_savers, _graph = \
             checkpoint._saver._gather_serialized_tensors(None)
     except (ImportError, AttributeError, TypeError, ValueError):
