@@ -13,8 +13,8 @@ says so at the resume.
 Each backup also writes those states, in the model's order, to
 `random-state-<optimizer step>.npz` in the backup's directory, and the restore gives back
 the one of the restored optimizer's step. Named by step: a worker killed between this
-file and the weights leaves a newer file than the weights, never a wrong one; older
-files are removed once the weights are written.
+file and the weights leaves a newer file than the weights, never a wrong one; the
+previous backup's file is kept, since its weights may be the last committed ones.
 
 Installed on every worker after keras3_backup_commit.py (it wraps that wrapper) and
 before chief_writes.py, whose redirection of a non-chief's Keras 3 backup to its copy
@@ -158,10 +158,20 @@ def _write(folder: str, step: int, values: list) -> None:
 
 
 def _remove_older(folder: str, keep: int) -> None:
-    for path in glob.glob(os.path.join(folder, f"{_PREFIX}*.npz")):
-        if os.path.basename(path) != f"{_PREFIX}{keep}.npz":
-            with contextlib.suppress(FileNotFoundError):   # another writer's removal
-                os.remove(path)
+    """Remove the files of steps before `keep`'s predecessor: the weights of the backup
+    before this one may still be the last ones committed (a backup's weights are written
+    off the training thread, one write at a time: background_writes.py)."""
+    steps = sorted(_saved_steps(folder))
+    older = [step for step in steps if step < keep]
+    for step in older[:-1]:
+        with contextlib.suppress(FileNotFoundError):   # another writer's removal
+            os.remove(os.path.join(folder, f"{_PREFIX}{step}.npz"))
+
+
+def _saved_steps(folder: str) -> list[int]:
+    names = (os.path.basename(p) for p in glob.glob(os.path.join(folder, f"{_PREFIX}*.npz")))
+    return [int(n[len(_PREFIX):-len(".npz")]) for n in names
+            if n[len(_PREFIX):-len(".npz")].isdigit()]
 
 
 def _step(model: Any) -> int | None:
