@@ -96,6 +96,12 @@ def install(is_chief: bool, task_id: int | None = None) -> None:
         when_imported(module_name, patch)
 
 
+def is_chief() -> bool:
+    """Whether this process's files count: the chief's, or a process installed as no
+    worker (a notebook's, a test's)."""
+    return _is_chief is not False
+
+
 def cleanup() -> None:
     """Remove this worker's copies made so far (the cell runner calls it when a cell ends).
 

@@ -23,15 +23,17 @@ from collections.abc import Callable
 from typing import Any
 
 from ..common.import_hooks import when_imported
-from . import chief_writes, tf_keras_backup_writes
+from . import chief_writes, keras3_backup_writes, tf_keras_backup_writes
 
 _MARK = "_tfmw_backup_commit"   # set on the wrapper, so nothing is wrapped twice
 
 
 def install() -> None:
-    """Patch Keras 3's BackupAndRestore when it is imported (now, if it was); and
-    tf-keras' backup writes (tf_keras_backup_writes.py)."""
+    """Patch Keras 3's BackupAndRestore when it is imported (now, if it was); then the
+    backups' writes on the chief's writer thread (keras3_backup_writes.py, which wraps
+    this, and tf_keras_backup_writes.py)."""
     when_imported("keras.src.callbacks.backup_and_restore", patch)
+    keras3_backup_writes.install()
     tf_keras_backup_writes.install()
 
 
@@ -55,7 +57,7 @@ def committed_whole(save_model: Callable) -> Callable:
     def wrapper(self, *args, **kwargs):
         finals = {"_weights_path": self._weights_path,
                   "_training_metadata_path": self._training_metadata_path}
-        temps = {name: _temporary(path) for name, path in finals.items()}
+        temps = {name: keras3_backup_writes.temporary(path) for name, path in finals.items()}
         with chief_writes.swapped(self, **temps):
             result = save_model(self, *args, **kwargs)
         for name in ("_weights_path", "_training_metadata_path"):
@@ -63,10 +65,3 @@ def committed_whole(save_model: Callable) -> Callable:
                 os.replace(temps[name], finals[name])
         return result
     return wrapper
-
-
-def _temporary(path: str) -> str:
-    """A name beside `path` that Keras 3 still saves to: weights files must end with
-    `.weights.h5`. Of this process: two writers never share one."""
-    folder, name = os.path.split(path)
-    return os.path.join(folder, f".writing-{os.getpid()}-{name.replace('latest', 'next')}")
