@@ -31,7 +31,6 @@ from .attached_standby import AttachedStandby, spare_launch
 from .cluster_file import read_cluster
 from .fork_server import STANDIN_COMMAND, ForkServer
 from .launched_engines import ended_engines, stop_engine_sets
-from .limits import POLL_SECONDS
 from .placement import launcher_name, placed
 from .private_network import PrivateNetwork
 from .retired_engines import RetiredEngines
@@ -49,6 +48,9 @@ _CONTROLLER_COMMAND = [sys.executable, "-m", "tfmw_notebook.cluster.launch.contr
 # Our engines: ipyparallel's, with TensorFlow's import begun at once (worker/boot/engine_main.py).
 _ENGINE_COMMAND = [sys.executable, "-m", worker_modules.ENGINE_MAIN]
 _PROBE_SECONDS = 3.0   # a connect to the controller that takes longer counts as no answer
+# How often a wait for engines to register looks again: the client's own thread records
+# each registration, so a look only copies its list; every worker waits on this one.
+_REGISTRATION_POLL_SECONDS = 0.01
 _SIGNAL_SECONDS = 5.0  # how long a nanny on another host gets to confirm a kill
 
 
@@ -215,7 +217,7 @@ class EngineGroup:
                 raise ClusterSetupError(
                     f"only {len(fresh)} of {n} engines registered in time; "
                     f"raise `timeout=`, or check the engines' logs in {_log_dir(self)}")
-            time.sleep(POLL_SECONDS)
+            time.sleep(_REGISTRATION_POLL_SECONDS)
 
     def _engine_uuid(self, engine_id: int) -> str | None:
         """The hub's name for the engine registered under `engine_id` now, if any."""

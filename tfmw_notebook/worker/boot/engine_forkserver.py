@@ -14,12 +14,21 @@ import loads no CUDA driver and creates no session or gRPC server; no zmq contex
 loop or kernel exists yet. Each child builds its own at its start, as an engine launched
 afresh does. The server's own threads (the import's, the orphan guard's) hold no lock
 across the fork: the import has finished before the first fork.
+
+Python's cyclic collector is off in the server, and every object it holds is frozen (moved
+out of the collector's reach, `gc.freeze`) before each fork, as Python's documentation
+advises for a process that forks without exec: a full collection walks every object it
+tracks and writes to each, which in a forked child copies the page it lies on. Measured
+(2 workers, TensorFlow 2.21): one engine of each start ran a full collection during its
+bootstrap, 0.2 s of CPU to free 10 objects, most of it copying pages; and the server's
+import itself ran five, 0.4 s of CPU in all, freeing none to 445 objects each.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import os
 import select
 import signal
@@ -90,6 +99,7 @@ class ForkServer:
             return
         sys.stdout.flush()
         sys.stderr.flush()
+        gc.freeze()   # what the child shares with this process stays out of its collections
         pid = os.fork()
         if pid == 0:
             self._become_engine(connection, streams, request)
@@ -119,6 +129,7 @@ class ForkServer:
         then run the engine; never returns."""
         code = 1
         try:
+            gc.enable()   # off in the server only
             signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             self.listener.close()
@@ -234,6 +245,7 @@ def _import_engine_code() -> None:
 
 
 def main(argv: list[str]) -> None:
+    gc.disable()   # see the module's docstring
     orphan_guard.start()
     listener = socket.socket(fileno=int(argv[0]))
     _import_engine_code()
