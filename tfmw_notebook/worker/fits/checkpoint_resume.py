@@ -49,7 +49,7 @@ def _notice(keras: Any, head: str, *, is_chief: bool):
     its on_epoch_begin), or at its end when the checkpoint's fit had no epoch left."""
     said: list[bool] = []
 
-    def say(*_) -> None:
+    def say(*_, **__) -> None:
         if said:
             return
         said.append(True)
