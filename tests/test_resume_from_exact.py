@@ -5,8 +5,9 @@ the workers are restarted (`%tfdist restart`: fresh processes, as a new kernel's
 the same fit called for 5 epochs under `--resume-from` (a run's name, or 'latest') ends
 with the weights of the undisturbed 5-epoch fit, bit for bit (sha256 of every weight),
 for a repeated shuffled pipeline with steps_per_epoch, a pipeline iterated anew (and
-reshuffled) each epoch, and NumPy arrays shuffled by Keras; tf-keras (`tf.keras`) and
-Keras 3 (`import keras`). Before checkpoint_resume.py the resumed fit started its input
+reshuffled) each epoch, and NumPy arrays shuffled by Keras, and with the call giving
+`initial_epoch=2` (Keras' own way to resume); tf-keras (`tf.keras`) and Keras 3
+(`import keras`). Before checkpoint_resume.py the resumed fit started its input
 from the first batch: other weights.
 """
 
@@ -19,6 +20,9 @@ from kernel_session import kernel_with_cluster, per_worker
 pytestmark = pytest.mark.timeout(400)
 
 KINDS = ("dataset", "epochs", "arrays")
+# (kind, the initial_epoch the resumed call gives: None, or the checkpoint's, as Keras'
+# own way to resume); the last is resumed from 'latest'
+CASES = (("dataset", None), ("epochs", None), ("dataset", 2), ("arrays", None))
 
 SETUP = '''
 import hashlib, json
@@ -37,12 +41,12 @@ def data(kind):
                     steps_per_epoch=10)
     return dict(x=ds.batch(64))       # "epochs": iterated anew (and reshuffled) each epoch
 
-def fit(kind, epochs):
+def fit(kind, epochs, **call):
     K.utils.set_random_seed(1)
     model = K.Sequential([K.Input((8,)), K.layers.Dense(16, activation="relu"),
                           K.layers.Dense(1)])
     model.compile(optimizer=K.optimizers.Adam(0.01), loss="mse")
-    history = model.fit(**data(kind), epochs=epochs, verbose=0)
+    history = model.fit(**data(kind), epochs=epochs, verbose=0, **call)
     return json.dumps({"epochs": [int(e) for e in history.epoch],
                        "step": int(model.optimizer.iterations.numpy()),
                        "sha256": [hashlib.sha256(np.asarray(v.numpy()).tobytes()).hexdigest()
@@ -72,14 +76,16 @@ def test_a_fit_continued_by_resume_from_ends_with_the_undisturbed_weights(kernel
     kernel.ok(f"%%tfdist --no-checkpoint\nalone = {{k: fit(k, 5) for k in {KINDS!r}}}",
               timeout=300)
     alone = results(kernel, "alone")
-    for kind in KINDS:
-        kernel.ok(f"%%tfdist --name rf-{keras}-{kind}\nfirst = fit({kind!r}, 2)", timeout=120)
+    for number, (kind, _) in enumerate(CASES):
+        kernel.ok(f"%%tfdist --name rf-{keras}-{number}\nfirst = fit({kind!r}, 2)",
+                  timeout=120)
     kernel.ok("%tfdist restart", timeout=180)
     kernel.ok(setup)
-    for kind in KINDS:
+    for number, (kind, initial_epoch) in enumerate(CASES):
         # the last run written is the latest; the others by their run's name
-        spec = "latest" if kind == KINDS[-1] else f"rf-{keras}-{kind}"
-        out = kernel.ok(f"%%tfdist --resume-from {spec}\nresumed = fit({kind!r}, 5)",
+        spec = "latest" if number == len(CASES) - 1 else f"rf-{keras}-{number}"
+        call = f", initial_epoch={initial_epoch}" if initial_epoch is not None else ""
+        out = kernel.ok(f"%%tfdist --resume-from {spec}\nresumed = fit({kind!r}, 5{call})",
                         timeout=120)
         steps = alone[kind]["step"] // 5 * 2
         assert f"resumed from ckpt-000002: epoch 2, step {steps}; its input goes on where " \
