@@ -35,24 +35,29 @@ def resume(model: Any, path: str, kwargs: dict, *, asked_epoch: Any, positional:
     if asked_epoch is not None and (asked_epoch != epochs or positional):
         head += (f"; its input starts from its first batch (the fit asked for "
                  f"initial_epoch={asked_epoch}, the checkpoint is at epoch {epochs})")
-        return [_notice(keras, head, is_chief=is_chief)]
+        return [_notice(keras, head, model, None, is_chief=is_chief)]
     start = meta.get("start") or {}
     first = int(start.get("epoch", 0))
     kwargs["initial_epoch"] = first   # the undisturbed fit's input, then put at the step
     input_position.resuming(first, _start_step(model, meta, start), epochs - first)
-    return [keras_callbacks(keras).resume_point(), _notice(keras, head, is_chief=is_chief)]
+    return [keras_callbacks(keras).resume_point(),
+            _notice(keras, head, model, meta.get("step"), is_chief=is_chief)]
 
 
-def _notice(keras: Any, head: str, *, is_chief: bool):
+def _notice(keras: Any, head: str, model: Any, step: int | None, *, is_chief: bool):
     """A callback that prints `head` and where the input was put back (input_position.py)
     on the chief, once: at the fit's first batch (Keras 3 reads an epoch's input after
-    its on_epoch_begin), or at its end when the checkpoint's fit had no epoch left."""
+    its on_epoch_begin), or at its end when the checkpoint's fit had no epoch left. Not
+    when the optimizer is past the checkpoint's `step` by then: a backup of the resumed
+    fit (`--max-restarts`) loaded after it, and its own line says where."""
     said: list[bool] = []
 
     def say(*_, **__) -> None:
         if said:
             return
         said.append(True)
+        if step is not None and optimizer_steps(model) > int(step):
+            return
         replay = input_position.outcome()
         if is_chief:
             print(f"{head}{replay.line() if replay is not None else ''}")
