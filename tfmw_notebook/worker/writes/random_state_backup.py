@@ -54,7 +54,7 @@ def _patch_keras3(module: Any) -> None:
 
 
 def _patch_tf_keras(module: Any) -> None:
-    _wrap(module.BackupAndRestore, "_backup", _saving(_tf_keras_folder, chief_only=True))
+    _wrap(module.BackupAndRestore, "_backup", _saving(_tf_keras_folder))
     _wrap(module.BackupAndRestore, "on_train_begin", _loading(_tf_keras_folder))
 
 
@@ -93,12 +93,13 @@ def random_variables(model: Any) -> list:
     return [v for v in model.variables if id(v) not in weights]
 
 
-def _saving(folder_of: Callable[[Any], str], chief_only: bool = False) -> Callable:
+def _saving(folder_of: Callable[[Any], str]) -> Callable:
+    """The chief writes the states (every worker restores the chief's backup)."""
     def wrap(save: Callable) -> Callable:
         @functools.wraps(save)
         def wrapper(self, *args, **kwargs):
             step, folder = _step(self.model), folder_of(self)
-            if step is None or (chief_only and identity.rank() != 0):
+            if step is None or identity.rank() != 0:
                 return save(self, *args, **kwargs)
             states = random_variables(self.model)
             if states:
