@@ -8,6 +8,7 @@ sets the workers and what a watch is tuned with.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -27,6 +28,9 @@ from .function_calls import run_function
 from .runs.run_history import metrics_of
 
 DEFAULT_STEPS = 20   # steps each part of `diagnose` is timed over
+# Within this long of a cell's last reply the next cell skips the connect to the controller
+# that checks it lives: those replies came through it (see `_check_workers`).
+REPLIES_FRESH_SECONDS = 1.0
 
 
 class CellRunning:
@@ -39,6 +43,7 @@ class CellRunning:
     silence: float
     beat_jitter: BeatJitter
     _running: str | None                 # the first line of the cell running, if any
+    _replied_at = float("-inf")          # when a cell's replies last all came back
     _history: MetricsStore | None
     calls: WorkerCalls
     chief_id: int
@@ -55,8 +60,17 @@ class CellRunning:
         if callable(source):
             return run_function(self, source, args, kwargs, _settings(settings, {}))
         settings = _settings(_code_settings(args, settings), kwargs)
-        self._require_workers()
+        self._check_workers()
         return self._run_cell(checked_source(source), settings)
+
+    def _check_workers(self) -> None:
+        """`_require_workers`, whose TCP connect to the controller (one for every cell of a
+        notebook run top to bottom) is left out while the last cell's replies are fresh:
+        they came through that controller. One that ended since is still found, by the
+        watch: its cell is not heard from, and then the controller is probed."""
+        if self.workers and time.monotonic() - self._replied_at < REPLIES_FRESH_SECONDS:
+            return
+        self._require_workers()
 
     def _run_cell(self, cell: CellSource, settings: RunSettings) -> RunResult:
         restore = self.restore_state if settings.restore is None else settings.restore
@@ -86,9 +100,11 @@ class CellRunning:
                           silence=self.silence, jitter=self.beat_jitter)
         self._running = source.strip().splitlines()[0][:60] if source.strip() else ""
         try:
-            return watch.run(source, state)
+            result = watch.run(source, state)
         finally:
             self._running = None
+        self._replied_at = time.monotonic()
+        return result
 
     def diagnose(self, *, model: str | None = None, data: str | None = None,
                  batch_size: int | None = None, steps: int = DEFAULT_STEPS) -> Diagnosis:

@@ -7,6 +7,10 @@ tracking_commands.py. No TensorFlow here, so `%load_ext tfmw_notebook` stays fas
 
 from __future__ import annotations
 
+import argparse
+import copy
+import functools
+
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
@@ -45,7 +49,18 @@ class TFDistMagics(Magics, LifecycleCommands, CellCommand, CheckpointCommands, V
             if args.command is None:
                 raise UsageError(f"%tfdist needs a command: {command_list()} (see %tfdist?)")
             return getattr(self, f"_{args.command}")(args)
-        return self._cell(CELL_PARSER.parse_args(arguments(line)), cell)
+        return self._cell(cell_arguments(line), cell)
+
+
+def cell_arguments(line: str) -> argparse.Namespace:
+    """The options of a `%%tfdist` line, parsed once per distinct line, not at every run of
+    its cell (a copy each time: a sweep sets fields on it); a bad line raises each time."""
+    return copy.copy(_parsed_cell_line(line))
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_cell_line(line: str) -> argparse.Namespace:
+    return CELL_PARSER.parse_args(arguments(line))
 
 
 TFDistMagics.tfdist.__doc__ = help_text()

@@ -116,17 +116,14 @@ class CellWatch:
         self._begin_watch(futures)
         try:
             while True:
-                # Taken before the look for errors: a rank that fails after that look is
-                # seen on the next turn, not returned as done (its error raised raw).
-                all_done = all(f.done() for f in futures)
-                self._look(futures)
-                if all_done:
-                    self._drain(futures)
-                    if self._raised is not None:
-                        raise self._failures.raised(*self._raised, futures, all_finished=True)
-                    return
-                self._check_time(futures, deadline, timeout)
+                # The first look after a turn: just sent, there is nothing to see yet (a
+                # trivial cell takes in its ranks once, at the end, not three times).
                 _wait_a_turn(self._turn, futures)
+                if all(f.done() for f in futures):
+                    self._end(futures)
+                    return
+                self._look(futures)
+                self._check_time(futures, deadline, timeout)
         except KeyboardInterrupt:
             # What arrived while the loop waited (a fit's record after its last epoch, the
             # last output) is taken in first: the interrupted run's record keeps it.
@@ -148,12 +145,22 @@ class CellWatch:
         self._take_in(futures)
         self._check_heard_from(futures)
         self._stalls.check([rank for rank, future in enumerate(futures) if not future.done()])
+        self._note_first_error(futures)
+        self._check_dead(futures)
+
+    def _end(self, futures) -> None:
+        """Every rank replied: what they sent last, then the first error, if one failed."""
+        self._drain(futures)
+        self._note_first_error(futures)
+        if self._raised is not None:
+            raise self._failures.raised(*self._raised, futures, all_finished=True)
+
+    def _note_first_error(self, futures) -> None:
         if self._raised is None:
             first = next((r for r, f in enumerate(futures) if f.done() and f.exception()), None)
             if first is not None:
                 self._raised = self._first_error(first, futures)
                 self._grace_ends = time.monotonic() + self.error_grace
-        self._check_dead(futures)
 
     def _check_time(self, futures, deadline: float | None, timeout: float | None) -> None:
         """The others' grace after the first error, then the cell's --timeout."""
