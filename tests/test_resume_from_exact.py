@@ -41,10 +41,10 @@ def data(kind):
                     steps_per_epoch=10)
     return dict(x=ds.batch(64))       # "epochs": iterated anew (and reshuffled) each epoch
 
-def fit(kind, epochs, **call):
+def fit(kind, epochs, dropout=False, **call):
     K.utils.set_random_seed(1)
-    model = K.Sequential([K.Input((8,)), K.layers.Dense(16, activation="relu"),
-                          K.layers.Dense(1)])
+    model = K.Sequential([K.Input((8,)), K.layers.Dense(16, activation="relu")]
+                         + [K.layers.Dropout(0.3)] * dropout + [K.layers.Dense(1)])
     model.compile(optimizer=K.optimizers.Adam(0.01), loss="mse")
     history = model.fit(**data(kind), epochs=epochs, verbose=0, **call)
     return json.dumps({"epochs": [int(e) for e in history.epoch],
@@ -94,3 +94,27 @@ def test_a_fit_continued_by_resume_from_ends_with_the_undisturbed_weights(kernel
         assert resumed["epochs"] == [2, 3, 4], kind
         assert resumed["step"] == alone[kind]["step"], kind
         assert resumed["sha256"] == alone[kind]["sha256"], kind
+
+
+@pytest.mark.parametrize("keras", [2, 3])
+def test_a_model_with_dropout_continued_by_resume_from_draws_on(kernel, keras):
+    """Its random layer's generator state is in the checkpoint (protocol/checkpoints.py's
+    trackables): Keras 3's seed generator, tf-keras' tf.random.Generator (with
+    enable_tf_random_generator()). Before, the resumed fit drew the masks of its first
+    epochs again: other weights."""
+    setup = (f"%%tfdist\nKERAS = {keras}\n" + SETUP
+             + "\nif KERAS == 2:\n    K.backend.experimental.enable_tf_random_generator()")
+    kernel.ok(setup)
+    try:
+        kernel.ok("%%tfdist --no-checkpoint\nalone = fit('dataset', 5, dropout=True)")
+        alone = results(kernel, "alone")
+        kernel.ok(f"%%tfdist --name rf-dropout-{keras}\nfirst = fit('dataset', 2, dropout=True)")
+        kernel.ok("%tfdist restart", timeout=180)
+        kernel.ok(setup)
+        out = kernel.ok(f"%%tfdist --resume-from rf-dropout-{keras}\n"
+                        "resumed = fit('dataset', 5, dropout=True)")
+    finally:
+        kernel.ok("%%tfdist\nif KERAS == 2:\n"
+                  "    K.backend.experimental.disable_tf_random_generator()")
+    assert "resumed from ckpt-000002: epoch 2, step 20" in out.stdout, out.stdout
+    assert results(kernel, "resumed")["sha256"] == alone["sha256"]

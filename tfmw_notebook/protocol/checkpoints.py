@@ -12,7 +12,8 @@ Layout (fixed):
                                      "tf_version", "run", "model", "keras"}
             model.json              the architecture, so the notebook can rebuild the model
                                     (with Keras 3, or tf-keras: meta.json's "keras", 3 or 2)
-            weights.*               a tf.train.Checkpoint of the model and its optimizer
+            weights.*               a tf.train.Checkpoint of the model, its optimizer and
+                                    its random layers' generator states
         .tmp-ckpt-000004-<nonce>/   being written, or left by a writer that died: not a checkpoint
 
 A checkpoint is complete iff its directory is named ckpt-NNNNNN and holds a meta.json
@@ -60,12 +61,36 @@ _LARGER_IS_BETTER = frozenset({
 
 
 def trackables(model: Any) -> dict[str, Any]:
-    """What a checkpoint holds: the model, and its optimizer (to resume exactly)."""
+    """What a checkpoint holds: the model, its optimizer and the state its random layers
+    draw from (to resume exactly)."""
     found = {"model": model}
     optimizer = getattr(model, "optimizer", None)
     if optimizer is not None:
         found["optimizer"] = optimizer
+    states = random_states(model)
+    if states:
+        found["random_state"] = states
     return found
+
+
+def random_states(model: Any) -> list[Any]:
+    """The variables a model's random layers draw from, in the model's order: Keras 3's
+    seed generators (its variables that are not weights: a checkpoint of the model holds
+    only its weights) and the tf.random.Generators of tf-keras layers (made with
+    `enable_tf_random_generator()`; a Sequential model's checkpoint leaves out layers
+    without weights). tf-keras' default stateful random ops hold no state to save."""
+    if any(cls.__module__.startswith("tf_keras.") for cls in type(model).__mro__):
+        flatten = getattr(model, "_flatten_layers", None)
+        layers = flatten(include_self=False) if flatten is not None else []
+        generators = (getattr(getattr(layer, "_random_generator", None), "_generator", None)
+                      for layer in layers)
+        return [g.state for g in generators if g is not None and hasattr(g, "state")]
+    weights = getattr(model, "weights", None)
+    variables = getattr(model, "variables", None)
+    if weights is None or variables is None:
+        return []
+    ids = {id(v) for v in weights}
+    return [v for v in variables if id(v) not in ids]
 
 
 def checkpoint_name(epoch: int) -> str:

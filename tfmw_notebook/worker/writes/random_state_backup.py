@@ -30,9 +30,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ...protocol import checkpoints
 from ..common import identity
 from ..common.import_hooks import when_imported
-from ..corrections import keras_flavour
 
 _MARK = "_tfmw_random_state"   # set on the wrappers, so nothing is wrapped twice
 _PREFIX = "random-state-"
@@ -82,15 +82,8 @@ def outcome() -> str | None:
 
 
 def random_variables(model: Any) -> list:
-    """The state variables the model's random layers draw from, in the model's order:
-    Keras 3's seed generators (its variables that are not weights), tf-keras' layers'
-    tf.random.Generators."""
-    if keras_flavour.keras_of(model) == 2:
-        generators = (getattr(getattr(layer, "_random_generator", None), "_generator", None)
-                      for layer in model._flatten_layers(include_self=False))
-        return [g.state for g in generators if g is not None and hasattr(g, "state")]
-    weights = {id(v) for v in model.weights}
-    return [v for v in model.variables if id(v) not in weights]
+    """The state variables the model's random layers draw from, in the model's order."""
+    return checkpoints.random_states(model)
 
 
 def _saving(folder_of: Callable[[Any], str]) -> Callable:
