@@ -15,7 +15,9 @@ Each run's weights (sha256 of each) are compared with its Keras' undisturbed run
 Cost: bench.py's job cell (3 epochs of 50 steps) on one warm cluster of the Python API,
 in alternated turns: without a backup, with the defaults of `--max-restarts` (a backup
 each epoch, the preemption check at its default budget), the same without the check
-(`--grace off`), and `--backup-every 10`.
+(`--grace off`), and `--backup-every 10`; and the defaults and `--backup-every 10` with
+the backups written as the Keras writes them ("inline": on the training thread of every
+worker, as before worker/writes/tf_keras_backup_writes.py and keras3_backup_writes.py).
 Printed: each side's median fit time (the workers' own `fit()` seconds, the slower
 worker) and the median of the turns' ratios to the side without; and the seconds spent
 inside exact resume's callbacks (the fit's BackupAndRestore, the package's resume point
@@ -49,6 +51,10 @@ EPOCHS, STEPS = 3, 50
 # Each side's backup frequency and grace (None: no preemption check).
 SIDES = {"no backup": (None, None), "defaults": ("epoch", 25.0),
          "no check": ("epoch", None), "every 10": (10, 25.0)}
+# The sides that write their backups as the Keras does it, on the training thread of every
+# worker (the package's own writes undone for them: what each fit paid before them).
+INLINE = {"inline": "defaults", "inline 10": "every 10"}
+PARTS = ("backup", "build", "check")
 BUDGET = ("%%tfdist\nfrom tfmw_notebook.worker.fits import keras_preemption\n"
           "keras_preemption.BUDGET = 1.0")
 
@@ -101,7 +107,7 @@ def fresh(folder: pathlib.Path) -> pathlib.Path:
 def backup_policy(side: str, folder: str):
     from tfmw_notebook.protocol.run_options import BackupPolicy
 
-    every, grace = SIDES[side]
+    every, grace = SIDES[INLINE.get(side, side)]
     if every is None:
         return None
     return BackupPolicy(directory=tempfile.mkdtemp(dir=folder), save_freq=every, grace=grace)
@@ -112,10 +118,10 @@ def cost_turns(turns: int, keras: int) -> dict[str, list[float]]:
     from tfmw_notebook import TFCluster
     from tfmw_notebook.protocol.run_options import CellOptions
 
-    sides, job = list(SIDES), job_cell(EPOCHS, STEPS) + READ_SECONDS
+    sides, job = sides_of(keras), job_cell(EPOCHS, STEPS) + READ_SECONDS
     cluster = TFCluster.start(WORKERS, keras=keras, gpus_per_worker=0, timeout=180)
     seconds: dict[str, list[float]] = {side: [] for side in sides}
-    seconds.update({f"{side} {part}": [] for side in sides for part in ("backup", "check")})
+    seconds.update({f"{side} {part}": [] for side in sides for part in PARTS})
     try:
         cluster.run(time_resume_callbacks, keras)
         cluster.run(job)                                   # warm: traced, imported
@@ -123,18 +129,39 @@ def cost_turns(turns: int, keras: int) -> dict[str, list[float]]:
             for turn in range(turns):
                 for side in sides[turn % len(sides):] + sides[:turn % len(sides)]:
                     options = CellOptions(backup=backup_policy(side, folder))
+                    cluster.run(write_backups_inline, side in INLINE, keras)
                     with contextlib.redirect_stdout(io.StringIO()):
                         cluster.run(job, options=options)
                     pulled = [cluster.pull(["bench_fit_seconds", "bench_resume_seconds"],
                                            rank=r) for r in range(WORKERS)]
                     seconds[side].append(max(p["bench_fit_seconds"] for p in pulled))
-                    for part in ("backup", "check"):   # the busier worker's
+                    for part in PARTS:   # the busier worker's
                         seconds[f"{side} {part}"].append(
                             max(p["bench_resume_seconds"][part] for p in pulled))
                 progress(f"cost turn {turn + 1}/{turns}")
     finally:
         cluster.stop()
     return seconds
+
+
+def sides_of(keras: int) -> list[str]:
+    return list(SIDES) + list(INLINE)
+
+
+def write_backups_inline(inline: bool, keras: int) -> None:
+    """On a worker: the backups written as the Keras writes them (inline) or by the
+    chief's writer thread (tf_keras_backup_writes.py, keras3_backup_writes.py)."""
+    if keras == 3:
+        from keras.src.callbacks.backup_and_restore import BackupAndRestore
+
+        BackupAndRestore._tfmw_inline = inline   # keras3_backup_writes' own switch
+        return
+    from tf_keras.src.distribute.worker_training_state import WorkerTrainingState as state
+
+    for name in ("back_up", "delete_backup"):
+        method = getattr(state, f"_bench_{name}", None) or getattr(state, name)
+        setattr(state, f"_bench_{name}", method)
+        setattr(state, name, getattr(method, "__wrapped__", method) if inline else method)
 
 
 # Appended to the job cell: the seconds the fit spent in exact resume's callbacks.
@@ -148,27 +175,39 @@ _kp.bench_seconds.update(dict.fromkeys(_kp.bench_seconds, 0.0))
 def time_resume_callbacks(keras: int) -> None:
     """On a worker: every call of the fit's BackupAndRestore and of the package's resume
     point, resume notice and preemption check adds its seconds to a sum the job cell
-    reads (READ_SECONDS)."""
+    reads (READ_SECONDS); the optimizer's build made inside the backup's callbacks
+    (tf-keras' BackupAndRestore builds it at the fit's start; a fit without one builds it
+    at its first step) to "build", not to "backup"."""
     import functools
     import importlib
     import time
 
     from tfmw_notebook.worker.fits import keras_preemption, keras_resume_notice, keras_resume_point
 
-    sums = keras_preemption.bench_seconds = {"backup": 0.0, "check": 0.0}
-    backup = importlib.import_module("tf_keras" if keras == 2 else "keras").callbacks
-    for cls, part in ((backup.BackupAndRestore, "backup"),
+    sums = keras_preemption.bench_seconds = {"backup": 0.0, "build": 0.0, "check": 0.0}
+    inside: list[str] = []    # the parts under way, outermost first
+    package = importlib.import_module("tf_keras" if keras == 2 else "keras")
+    backup = package.callbacks
+    for cls, part in ((package.optimizers.SGD, "build"), (backup.BackupAndRestore, "backup"),
                       (keras_resume_point.ResumePoint, "backup"),
                       (keras_resume_notice.ResumeNotice, "backup"),
                       (keras_preemption.PreemptionSave, "check")):
         for name, method in list(vars(cls).items()):
-            if name.startswith("on_") and callable(method):
+            if (name.startswith("on_") or (part, name) == ("build", "build")) \
+                    and callable(method):
                 def timed(*args, _method=method, _part=part, **kwargs):
-                    began = time.perf_counter()
+                    began, outer = time.perf_counter(), inside[-1] if inside else None
+                    inside.append(_part)
                     try:
                         return _method(*args, **kwargs)
                     finally:
-                        sums[_part] += time.perf_counter() - began
+                        inside.pop()
+                        spent = time.perf_counter() - began
+                        if _part != "build":
+                            sums[_part] += spent
+                        elif outer == "backup":   # out of the backup's time, into build's
+                            sums["build"] += spent
+                            sums["backup"] -= spent
                 setattr(cls, name, functools.wraps(method)(timed))
 
 
@@ -192,17 +231,20 @@ def print_cost(seconds: dict[str, list[float]], keras: int) -> None:
     turns = len(seconds["no backup"])
     print(f"Cost: Keras {keras}, {turns} turns, {EPOCHS} epochs of {STEPS} steps")
     base = seconds["no backup"]
-    for side in SIDES:
+    for side in [side for side in (*SIDES, *INLINE) if side in seconds]:
         ratio = statistics.median(s / b for s, b in zip(seconds[side], base))
         row = f"  {side:<10} fit {statistics.median(seconds[side]):6.3f} s  ratio {ratio:.3f}"
-        for part in ("backup", "check"):
+        for part in PARTS:
             spent = seconds[f"{side} {part}"]
             share = statistics.median(c / b for c, b in zip(spent, base))
             row += f"   {part} {statistics.median(spent) * 1000:4.0f} ms {share:5.1%}"
         print(row)
-    print("  (backup: the fit's BackupAndRestore, resume point and notice; check: the "
-          "preemption check, its all-reduce's wait for the other worker included; "
-          "% of the fit without a backup)")
+    print("  (backup: the fit's BackupAndRestore, resume point and notice; build: the "
+          "optimizer's build inside them (tf-keras builds it there, a fit without a backup "
+          "at its first step); check: the preemption check, its all-reduce's wait for the "
+          "other worker included; % of the fit without a backup; inline: the backups "
+          "written on every worker's training thread by the Keras, as before "
+          "*_backup_writes.py)")
 
 
 def main(argv=None) -> int:
@@ -220,9 +262,10 @@ def main(argv=None) -> int:
             runs = fault_runs(args, pathlib.Path(folder))
         print_runs(runs, args.faults)
         print(f"  ({load()} after the runs)", flush=True)
-    seconds = cost_turns(args.turns, args.keras)
-    print_cost(seconds, args.keras)
-    print(f"  ({load()} after the turns)")
+    if args.turns:   # --turns 0: the faults alone
+        seconds = cost_turns(args.turns, args.keras)
+        print_cost(seconds, args.keras)
+        print(f"  ({load()} after the turns)")
     return 0 if all(run["verdict"] == "equal" for run in runs) else 1
 
 
