@@ -101,6 +101,7 @@ class CellWatch:
                                                  flush=True))
             raise
         outcomes = [future.get() for future in futures]
+        self.calls.forget_ended()
         return RunResult(display=outcomes[0]["display"], seconds=time.perf_counter() - began,
                          data=[dict(md["data"]) for md in self._published],
                          fits=[outcome["fits"] for outcome in outcomes],
