@@ -73,9 +73,9 @@ def _killed_halfway(path):
 def _kill_inside_backup_writes():
     """tf-keras' backup is committed by the chief's writer thread through its
     CheckpointManager's state file: killed there, with the data written, the state file
-    not yet naming it. Keras 3 writes latest.weights.h5, then its
-    metadata (its BackupAndRestore's save_weights, under the run's backup/fit-N):
-    killed with the weights half written. Patched once per process."""
+    not yet naming it. Keras 3's writer thread writes latest.weights.h5 (save_weights to
+    a temporary name under the run's backup/fit-N), then its metadata: killed with the
+    weights half written. Patched once per process."""
     if KERAS == 2 and not hasattr(tf.train.CheckpointManager, "_test_record"):
         manager = tf.train.CheckpointManager
         manager._test_record = manager._record_state
