@@ -13,8 +13,10 @@ broadcast on tfmw's own engines ("tfmw engines, bare": what its controller and e
 allow before tfmw's cell adds anything); the order of the three turns with each round.
 Printed per N: each side's median round trip (all cells) with [min-max] of the rounds'
 medians, the ratio of the medians with a 90% bootstrap interval over rounds, and the
-notebook process's CPU per call (`time.process_time()`, every thread of this process),
-and the CPU per call of the processes each side started (controller, schedulers, engines).
+notebook process's CPU per call (`time.process_time()`, every thread of this process), the
+share of its main thread (`time.thread_time()`: the magic and the send; the client's I/O
+thread, which takes the replies in, is the rest), and the CPU per call of the processes
+each side started (controller, schedulers, engines).
 `--profile K` runs K trivial cells under cProfile at each N instead and prints the
 notebook's top functions by their own and cumulative CPU time of the main thread (the
 client's I/O thread is not in it).
@@ -114,11 +116,13 @@ def timed(send, calls: int, processes) -> dict:
     and that of `processes` (ms)."""
     walls = []
     cpu_began, others_began = time.process_time(), cpu_seconds(processes)
+    main_began = time.thread_time()
     for _ in range(calls):
         began = time.perf_counter()
         send()
         walls.append((time.perf_counter() - began) * 1000)
     return {"walls": walls, "cpu": (time.process_time() - cpu_began) * 1000 / calls,
+            "main": (time.thread_time() - main_began) * 1000 / calls,
             "others": (cpu_seconds(processes) - others_began) * 1000 / calls}
 
 
@@ -189,9 +193,10 @@ def summary_lines(n: int, rounds: list[dict]) -> list[str]:
         medians = [statistics.median(r[name]["walls"]) for r in rounds]
         pooled = statistics.median(v for r in rounds for v in r[name]["walls"])
         cpu = statistics.median(r[name]["cpu"] for r in rounds)
+        main = statistics.median(r[name]["main"] for r in rounds)
         others = statistics.median(r[name]["others"] for r in rounds)
         lines.append(f"{n:>3}  {name:<20}{pooled:>8.1f} [{min(medians):.1f}-{max(medians):.1f}]"
-                     f"{cpu:>14.2f}{others:>16.1f}")
+                     f"{cpu:>14.2f}{main:>13.2f}{others:>16.1f}")
     ratio = (statistics.median(v for r in rounds for v in r["tfmw cell"]["walls"])
              / statistics.median(v for r in rounds for v in r["bare broadcast"]["walls"]))
     span = bootstrap_ratio(rounds, "tfmw cell", "bare broadcast")
@@ -252,7 +257,7 @@ def main(argv=None) -> int:
         cleanup()
     if lines:
         print(f"{'N':>3}  {'side':<20}{'median ms [rounds]':>22}{'notebook CPU ms':>16}"
-              f"{'cluster CPU ms':>16}")
+              f"{'main thread':>13}{'cluster CPU ms':>16}")
         print("\n".join(lines))
     print(f"load at end: {loadavg()}", flush=True)
     return 0
