@@ -149,3 +149,14 @@ def per_worker(kernel, name):
         "for r in range(_active().size)]))"
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def agreed_json(kernel, name):
+    """The JSON text in `name` on every rank, parsed; every worker must hold the same."""
+    import json
+
+    workers = per_worker(kernel, name)
+    assert all(w == workers[0] for w in workers), workers
+    value = workers[0]
+    return {k: json.loads(v) for k, v in value.items()} if isinstance(value, dict) \
+        else json.loads(value)

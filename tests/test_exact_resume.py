@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from kernel_session import kernel_with_cluster
+from kernel_session import agreed_json, kernel_with_cluster
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -136,11 +136,7 @@ def trained(kernel, tmp_path, *, kind, kills=(), keras=2, ranks=None, signals=No
     out = kernel.execute(cell, timeout=400)
     assert out.status == "ok", out.error_text + out.stderr
     out.interrupted = stopped   # the runs the interrupts stopped, in order
-    results = kernel.ok("import json\nfrom tfmw_notebook.magics.session import "
-                        "active_cluster as _c\nprint(json.dumps([_c().pull(['result'], "
-                        "rank=r)['result'] for r in range(2)]))").stdout.strip()
-    chief, other = [json.loads(r) for r in json.loads(results.splitlines()[-1])]
-    assert chief == other
+    chief = agreed_json(kernel, "result")
     return chief, out
 
 
@@ -316,8 +312,4 @@ def test_a_sigterm_after_the_fit_lets_the_cell_end_and_the_next_cell_restores(
         again.stdout + again.stderr
     assert "resumed from the automatic backup" not in again.stdout, again.stdout
     assert "trained again" not in again.stdout + again.stderr, again.stdout + again.stderr
-    results = kernel.ok("import json\nfrom tfmw_notebook.magics.session import "
-                        "active_cluster as _c\nprint(json.dumps([_c().pull(['result'], "
-                        "rank=r)['result'] for r in range(2)]))").stdout.strip()
-    chief, other = [json.loads(r) for r in json.loads(results.splitlines()[-1])]
-    assert chief == other == undisturbed
+    assert agreed_json(kernel, "result") == undisturbed

@@ -11,11 +11,10 @@ bit-identical resume (`enable_tf_random_generator()`: tf.random.Generators, whos
 is backed up as Keras 3's), which the last test takes.
 """
 
-import json
 
 import pytest
 
-from kernel_session import kernel_with_cluster
+from kernel_session import agreed_json, kernel_with_cluster
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -64,11 +63,7 @@ def trained(kernel, tmp_path, keras: str, kill_at: int | None):
             f"result = fit({keras}, {kill_at or -1}, {str(marks)!r})")
     out = kernel.execute(cell, timeout=400)
     assert out.status == "ok", out.error_text + out.stderr
-    results = kernel.ok("import json\nfrom tfmw_notebook.magics.session import "
-                        "active_cluster as _c\nprint(json.dumps([_c().pull(['result'], "
-                        "rank=r)['result'] for r in range(2)]))").stdout.strip()
-    chief, other = [json.loads(r) for r in json.loads(results.splitlines()[-1])]
-    assert chief == other
+    chief = agreed_json(kernel, "result")
     return chief, out
 
 

@@ -11,11 +11,10 @@ reshuffled) each epoch, and NumPy arrays shuffled by Keras, and with the call gi
 from the first batch: other weights.
 """
 
-import json
 
 import pytest
 
-from kernel_session import kernel_with_cluster, per_worker
+from kernel_session import agreed_json, kernel_with_cluster
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -60,22 +59,13 @@ def kernel(tmp_path_factory):
         yield session
 
 
-def results(kernel, name):
-    """`name` (a dict of JSON results, or one) on every worker; they agree."""
-    workers = per_worker(kernel, name)
-    assert all(w == workers[0] for w in workers), workers
-    value = workers[0]
-    return {k: json.loads(v) for k, v in value.items()} if isinstance(value, dict) \
-        else json.loads(value)
-
-
 @pytest.mark.parametrize("keras", [2, 3])
 def test_a_fit_continued_by_resume_from_ends_with_the_undisturbed_weights(kernel, keras):
     setup = f"%%tfdist\nKERAS = {keras}\n" + SETUP
     kernel.ok(setup)
     kernel.ok(f"%%tfdist --no-checkpoint\nalone = {{k: fit(k, 5) for k in {KINDS!r}}}",
               timeout=300)
-    alone = results(kernel, "alone")
+    alone = agreed_json(kernel, "alone")
     for number, (kind, _) in enumerate(CASES):
         kernel.ok(f"%%tfdist --name rf-{keras}-{number}\nfirst = fit({kind!r}, 2)",
                   timeout=120)
@@ -90,7 +80,7 @@ def test_a_fit_continued_by_resume_from_ends_with_the_undisturbed_weights(kernel
         steps = alone[kind]["step"] // 5 * 2
         assert f"resumed from ckpt-000002: epoch 2, step {steps}; its input goes on where " \
                "it was" in out.stdout, out.stdout
-        resumed = results(kernel, "resumed")
+        resumed = agreed_json(kernel, "resumed")
         assert resumed["epochs"] == [2, 3, 4], kind
         assert resumed["step"] == alone[kind]["step"], kind
         assert resumed["sha256"] == alone[kind]["sha256"], kind
@@ -107,7 +97,7 @@ def test_a_model_with_dropout_continued_by_resume_from_draws_on(kernel, keras):
     kernel.ok(setup)
     try:
         kernel.ok("%%tfdist --no-checkpoint\nalone = fit('dataset', 5, dropout=True)")
-        alone = results(kernel, "alone")
+        alone = agreed_json(kernel, "alone")
         kernel.ok(f"%%tfdist --name rf-dropout-{keras}\nfirst = fit('dataset', 2, dropout=True)")
         kernel.ok("%tfdist restart", timeout=180)
         kernel.ok(setup)
@@ -117,4 +107,4 @@ def test_a_model_with_dropout_continued_by_resume_from_draws_on(kernel, keras):
         kernel.ok("%%tfdist\nif KERAS == 2:\n"
                   "    K.backend.experimental.disable_tf_random_generator()")
     assert "resumed from ckpt-000002: epoch 2, step 20" in out.stdout, out.stdout
-    assert results(kernel, "resumed")["sha256"] == alone["sha256"]
+    assert agreed_json(kernel, "resumed")["sha256"] == alone["sha256"]

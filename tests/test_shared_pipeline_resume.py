@@ -9,12 +9,11 @@ input_orders.py the resumed second fit read the first fit's orders and ended wit
 weights. Real 2-worker clusters; the default workers run both Keras.
 """
 
-import json
 import re
 
 import pytest
 
-from kernel_session import kernel_with_cluster
+from kernel_session import agreed_json, kernel_with_cluster
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -68,11 +67,7 @@ def two_fits(kernel, tmp_path, *, keras, rows, steps, kill):
                          f"{tmp_path / f'run-{keras}-{kill}'}\n"
                          f"second = digest({fit}, callbacks=[Kill()]))", timeout=500)
     assert out.status == "ok", out.error_text + out.stderr
-    results = kernel.ok("import json\nfrom tfmw_notebook.magics.session import "
-                        "active_cluster as _c\nprint(json.dumps([_c().pull(['second'], "
-                        "rank=r)['second'] for r in range(2)]))").stdout.strip()
-    chief, other = [json.loads(r) for r in json.loads(results.splitlines()[-1])]
-    assert chief == other
+    chief = agreed_json(kernel, "second")
     return chief, out
 
 
